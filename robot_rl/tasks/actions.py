@@ -1,0 +1,22 @@
+"""Action decoding: raw policy output → joint position targets. Defined once; the contract records it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JointPositionAction:
+    """q_target = default_pose + scale · clip(action, −clip, clip).
+
+    The offset is always the spec's default pose, so a policy's zero action means "stand/hold the
+    default pose" on every robot and in every simulator.
+    """
+
+    scale: float
+    clip: float
+
+    def decode(self, action: np.ndarray, default_q: np.ndarray) -> np.ndarray:
+        return default_q + self.scale * np.clip(action, -self.clip, self.clip)

@@ -1,0 +1,113 @@
+"""The observation definition shared by training and deployment."""
+
+import numpy as np
+import pytest
+
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.observations import (
+    OBS_TERMS,
+    ObservationBuilder,
+    ObservationLayout,
+    ObsInputs,
+    ObsTerm,
+    projected_gravity,
+)
+
+
+def _inputs(n: int, j: int, c: int, rng: np.random.Generator, lin_vel: bool = True) -> ObsInputs:
+    quat = rng.normal(size=(n, 4))
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+    return ObsInputs(
+        q=rng.normal(size=(n, j)),
+        dq=rng.normal(size=(n, j)),
+        default_q=rng.normal(size=j),
+        base_quat=quat,
+        base_ang_vel=rng.normal(size=(n, 3)),
+        command=rng.normal(size=(n, c)),
+        last_action=rng.normal(size=(n, j)),
+        base_lin_vel=rng.normal(size=(n, 3)) if lin_vel else None,
+    )
+
+
+def _rotation_matrix(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def test_projected_gravity_matches_rotation_matrix():
+    rng = np.random.default_rng(0)
+    quats = rng.normal(size=(50, 4))
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    got = projected_gravity(quats)
+    for q, g in zip(quats, got):
+        np.testing.assert_allclose(g, _rotation_matrix(q).T @ np.array([0.0, 0.0, -1.0]), atol=1e-12)
+    np.testing.assert_allclose(projected_gravity(np.array([[1.0, 0, 0, 0]])), [[0, 0, -1]])
+
+
+def test_layout_size_counts_history_and_robot_dimensions():
+    spec = load_robot("a1")
+    layout = ObservationLayout(
+        (ObsTerm("base_ang_vel", history_length=3), ObsTerm("command"), ObsTerm("joint_pos_rel", history_length=2))
+    )
+    assert layout.term_sizes(spec.num_joints, 3, spec.num_joints) == [3, 3, 12]
+    assert layout.size(spec.num_joints, 3, spec.num_joints) == 3 * 3 + 3 + 12 * 2
+
+
+def test_unknown_term_and_bad_history_are_refused():
+    with pytest.raises(ValueError, match="unknown observation term 'foot_height'"):
+        ObservationLayout((ObsTerm("foot_height"),))
+    with pytest.raises(ValueError, match="history_length"):
+        ObservationLayout((ObsTerm("joint_vel", history_length=0),))
+
+
+def test_history_is_term_major_oldest_first_and_reset_fills():
+    layout = ObservationLayout((ObsTerm("base_ang_vel", history_length=2), ObsTerm("command", scale=2.0)))
+    builder = ObservationBuilder(layout, num_envs=2, num_joints=1, num_commands=1, num_actions=1)
+    rng = np.random.default_rng(1)
+    first = _inputs(2, 1, 1, rng)
+    obs1 = builder.compute(first).copy()
+    # A fresh env's history is filled with its first frame, not zeros (no fake "impulse" at start).
+    np.testing.assert_allclose(obs1[:, 0:3], first.base_ang_vel, rtol=1e-6)
+    np.testing.assert_allclose(obs1[:, 3:6], first.base_ang_vel, rtol=1e-6)
+    second = _inputs(2, 1, 1, rng)
+    obs2 = builder.compute(second).copy()
+    np.testing.assert_allclose(obs2[:, 0:3], first.base_ang_vel, rtol=1e-6)  # oldest first
+    np.testing.assert_allclose(obs2[:, 3:6], second.base_ang_vel, rtol=1e-6)
+    np.testing.assert_allclose(obs2[:, 6], 2.0 * second.command[:, 0], rtol=1e-6)
+    builder.reset(np.array([1]))
+    third = _inputs(2, 1, 1, rng)
+    obs3 = builder.compute(third)
+    np.testing.assert_allclose(obs3[0, 0:3], second.base_ang_vel[0], rtol=1e-6)  # env 0 keeps history
+    np.testing.assert_allclose(obs3[1, 0:3], third.base_ang_vel[1], rtol=1e-6)  # env 1 was reset
+
+
+def test_scale_clip_and_noise_only_when_enabled():
+    layout = ObservationLayout((ObsTerm("joint_vel", scale=0.5, clip=1.0, noise=0.1),))
+    rng = np.random.default_rng(2)
+    inp = _inputs(4, 12, 3, rng)
+    inp.dq[:] = 10.0
+    clean = ObservationBuilder(layout, 4, 12, 3, 12).compute(inp)
+    assert np.all(clean == 1.0)  # 10 · 0.5 = 5, clipped to 1
+    inp.dq[:] = 0.2
+    noisy = ObservationBuilder(layout, 4, 12, 3, 12, rng=np.random.default_rng(3), noise=True).compute(inp)
+    assert np.all(np.abs(noisy - 0.1) <= 0.05 + 1e-7) and np.std(noisy) > 0
+
+
+def test_base_lin_vel_without_a_measurement_says_why():
+    layout = ObservationLayout((ObsTerm("base_lin_vel"),))
+    builder = ObservationBuilder(layout, 1, 12, 3, 12)
+    with pytest.raises(ValueError, match="does not measure"):
+        builder.compute(_inputs(1, 12, 3, np.random.default_rng(0), lin_vel=False))
+
+
+def test_every_registered_term_has_the_width_it_declares():
+    rng = np.random.default_rng(4)
+    inp = _inputs(3, 7, 2, rng)
+    for name, term in OBS_TERMS.items():
+        assert term.compute(inp).shape == (3, term.size(7, 2, 7)), name
