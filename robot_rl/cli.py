@@ -29,7 +29,8 @@ COMMANDS: dict[str, str | dict] = {
 USER_ERRORS = (
     "robot_rl.typed_yaml:ConfigError",
     "robot_rl.robots.assets:ModelSourceError",
-    "robot_rl.policy.contract:ContractMismatch",
+    "robot_rl.policy.contract:ContractError",
+    "robot_rl.policy.export:ExportError",
     "robot_rl.policy.onnx_policy:PolicyLoadError",
     "robot_rl.tasks.registry:UnknownTaskError",
     "robot_rl.learn.ppo:CheckpointError",

@@ -96,7 +96,7 @@ def _convert(tp: Any, value: Any, source: str | Path, path: str) -> Any:
             return tuple(_convert(args[0], v, source, _join(path, i)) for i, v in enumerate(value))
         if len(value) != len(args):
             raise ConfigError(source, path, f"expected a list of {len(args)} items, got {value!r}")
-        return tuple(_convert(a, v, source, _join(path, i)) for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(_convert(a, v, source, _join(path, i)) for i, (a, v) in enumerate(zip(args, value, strict=True)))
     if origin is dict:
         key_tp, val_tp = get_args(tp)
         if not isinstance(value, dict):

@@ -165,10 +165,21 @@ class RobotSpec:
 
     @cached_property
     def spec_hash(self) -> str:
-        """Hash of every robot fact (not of the file's formatting); policies record it at export."""
-        facts = to_plain(self)
-        facts.pop("source_file")
-        facts.pop("description")
+        """Hash of the facts a policy is trained against: the joints (order, default pose, gains, limits,
+        armature), the command mode and the policy and physics periods.
+
+        Policies record it at export and the runtime checks it at load. Safety margins, the hardware
+        interface (a network interface name), the hardware rate and descriptions are left out on purpose:
+        changing them must not force retraining every policy.
+        """
+        facts = {
+            "name": self.name,
+            "kind": self.kind,
+            "command_mode": self.command_mode,
+            "policy_period_s": self.timing.policy_period_s,
+            "physics_period_s": self.timing.physics_period_s,
+            "joints": to_plain(self.joints),
+        }
         blob = json.dumps(facts, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -15,7 +15,7 @@ class CommandSpec:
     def __post_init__(self) -> None:
         if len(self.names) != len(self.ranges):
             raise ValueError(f"commands: {len(self.names)} names but {len(self.ranges)} ranges")
-        for name, (lo, hi) in zip(self.names, self.ranges):
+        for name, (lo, hi) in zip(self.names, self.ranges, strict=True):
             if lo > hi:
                 raise ValueError(f"command {name!r}: range [{lo}, {hi}] out of order")
 

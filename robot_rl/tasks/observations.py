@@ -107,7 +107,7 @@ class ObservationLayout:
 
     def size(self, num_joints: int, num_commands: int, num_actions: int) -> int:
         sizes = self.term_sizes(num_joints, num_commands, num_actions)
-        return sum(s * t.history_length for s, t in zip(sizes, self.terms))
+        return sum(s * t.history_length for s, t in zip(sizes, self.terms, strict=True))
 
 
 class ObservationBuilder:
@@ -131,7 +131,7 @@ class ObservationBuilder:
         self.dim = layout.size(num_joints, num_commands, num_actions)
         self.noise = noise
         self.rng = rng if rng is not None else np.random.default_rng()
-        self._hist = [np.zeros((num_envs, t.history_length, s)) for t, s in zip(layout.terms, self.sizes)]
+        self._hist = [np.zeros((num_envs, t.history_length, s)) for t, s in zip(layout.terms, self.sizes, strict=True)]
         self._out = np.zeros((num_envs, self.dim), dtype=np.float32)
         self._fresh = np.ones(num_envs, dtype=bool)  # reset envs fill their history with the first frame
 
@@ -144,7 +144,7 @@ class ObservationBuilder:
         col = 0
         fresh = self._fresh
         any_fresh = bool(fresh.any())
-        for term, size, hist in zip(self.layout.terms, self.sizes, self._hist):
+        for term, size, hist in zip(self.layout.terms, self.sizes, self._hist, strict=True):
             frame = np.asarray(OBS_TERMS[term.name].compute(inputs), dtype=np.float64)
             if self.noise and term.noise > 0.0:
                 frame = frame + self.rng.uniform(-term.noise, term.noise, size=frame.shape)

@@ -45,7 +45,7 @@ def test_projected_gravity_matches_rotation_matrix():
     quats = rng.normal(size=(50, 4))
     quats /= np.linalg.norm(quats, axis=1, keepdims=True)
     got = projected_gravity(quats)
-    for q, g in zip(quats, got):
+    for q, g in zip(quats, got, strict=True):
         np.testing.assert_allclose(g, _rotation_matrix(q).T @ np.array([0.0, 0.0, -1.0]), atol=1e-12)
     np.testing.assert_allclose(projected_gravity(np.array([[1.0, 0, 0, 0]])), [[0, 0, -1]])
 

@@ -1,0 +1,174 @@
+"""The policy controller: robot state + operator command → joint position targets, through the policy.
+
+One ``step`` per policy period:
+
+    RobotState, command ──► ObsInputs (N = 1) ──► ObservationBuilder (the training code, noise off)
+        ──► policy.act ──► JointPositionAction.decode ──► JointCommand (spec kp/kd, dq 0, tau_ff 0)
+
+The observation and the decoding are the very objects training uses, parameterized by the task; the policy's
+contract is checked against them at construction, so a model trained for another layout, robot or action
+scale cannot be driven by this controller.
+
+Nothing here hides a non-finite value: a NaN in the state stays NaN through the observation clip, the
+network and the action clip, and ``last_tick_finite()`` also catches an ``inf`` that a term clip would
+have turned into a plausible number. The safety chain downstream decides what to do about it.
+
+Hot path: every buffer is allocated in ``__init__``; the returned ``JointCommand`` and the ``last_*``
+arrays are owned by the controller and overwritten by the next ``step`` (copy them to keep them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.policy.contract import PolicyContract, check_contract
+from robot_rl.policy.onnx_policy import Policy
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.observations import ObservationBuilder, ObservationLayout, ObsInputs
+
+if TYPE_CHECKING:  # the task module pulls in the simulator side; the deploy runtime need not import it
+    from robot_rl.tasks.task import TaskCfg
+
+
+def _constant(values: np.ndarray) -> np.ndarray:
+    arr = np.array(values, dtype=np.float64)
+    arr.setflags(write=False)  # shared with every command this controller returns: nobody may edit it
+    return arr
+
+
+class PolicyController:
+    def __init__(
+        self,
+        spec: RobotSpec,
+        layout: ObservationLayout,
+        commands: CommandSpec,
+        action: JointPositionAction,
+        policy: Policy,
+        check_spec_hash: bool = True,
+    ):
+        expected = PolicyContract.expected_from(spec, layout, commands, action)
+        check_contract(policy.contract, expected, check_spec_hash=check_spec_hash)
+        self.spec = spec
+        self.contract: PolicyContract = policy.contract
+        self.policy = policy
+        self.action = action
+        j, c = spec.num_joints, commands.size
+        self.num_joints, self.num_commands, self.num_actions = j, c, j
+        self._default_q = spec.default_positions
+
+        # Every raw input in one buffer, so one isfinite call covers them all: q | dq | quat | gyro | lin_vel | cmd
+        self._raw = np.zeros((1, 2 * j + 10 + c))
+        cols = np.cumsum([0, j, j, 4, 3, 3, c])
+        q, dq, quat, gyro, lin_vel, cmd = (self._raw[:, a:b] for a, b in pairwise(cols))
+        quat[0, 0] = 1.0
+        self._q, self._dq, self._quat, self._gyro, self._lin_vel, self._command = q, dq, quat, gyro, lin_vel, cmd
+        self._last_action = np.zeros((1, j))
+        self._inputs = ObsInputs(
+            q=q, dq=dq, default_q=self._default_q, base_quat=quat, base_ang_vel=gyro, command=cmd,
+            last_action=self._last_action, base_lin_vel=lin_vel,
+        )
+        self._builder = ObservationBuilder(layout, 1, j, c, j, noise=False)
+        self.obs_dim = self._builder.dim
+
+        ranges = self.contract.commands.ranges
+        self._command_low = np.array([r[0] for r in ranges], dtype=np.float64)
+        self._command_high = np.array([r[1] for r in ranges], dtype=np.float64)
+        self._command_requested = np.zeros(c)  # as the operator asked, before clamping
+        self.set_command(np.zeros(c))  # zero, or the nearest in-range value where zero is not trained
+
+        self._output = JointCommand(
+            q_target=np.array(self._default_q, dtype=np.float64),
+            dq_target=_constant(np.zeros(j)),
+            kp=_constant(spec.kp),
+            kd=_constant(spec.kd),
+            tau_ff=_constant(np.zeros(j)),
+        )
+        self.last_obs = np.zeros((1, self.obs_dim), dtype=np.float32)  # as fed to the policy (builder-owned)
+        self.last_raw_action: np.ndarray = self._last_action[0]  # (num_actions,), before clip/scale/offset
+        self.ticks = 0  # policy steps since the last reset
+
+    @classmethod
+    def for_task(cls, task: TaskCfg, spec: RobotSpec, policy: Policy, check_spec_hash: bool = True) -> PolicyController:
+        """The controller for a policy trained on ``task`` (its actor observations, commands and action)."""
+        if spec.name != task.robot:
+            raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
+        return cls(spec, task.actor_obs, task.commands, task.action, policy, check_spec_hash=check_spec_hash)
+
+    @property
+    def last_inputs(self) -> np.ndarray:
+        """(1, 2J + 10 + C) float64: q, dq, base quat, gyro, base lin vel (0 if unmeasured), command."""
+        return self._raw
+
+    @property
+    def last_command(self) -> np.ndarray:
+        """(C,) the command the policy sees, after clamping to the contract's ranges."""
+        return self._command[0]
+
+    @property
+    def command_clamped(self) -> bool:
+        """Was the last command set outside the trained ranges (and so clamped)?"""
+        raw = self._command_requested
+        return bool(np.any((raw < self._command_low) | (raw > self._command_high)))
+
+    def set_command(self, command: Sequence[float] | np.ndarray) -> None:
+        """Clamp into the contract's ranges (the policy never saw anything outside them). NaN stays NaN."""
+        try:
+            self._command_requested[:] = command
+        except ValueError:
+            raise ValueError(
+                f"command has shape {np.shape(command)}; this policy takes {self.num_commands} "
+                f"({', '.join(self.contract.commands.names) or 'none'})"
+            ) from None
+        # maximum/minimum rather than np.clip: same result (NaN propagates), a third of the call overhead
+        out = self._command[0]
+        np.maximum(self._command_requested, self._command_low, out=out)
+        np.minimum(out, self._command_high, out=out)
+
+    def reset(self) -> None:
+        """Forget observation history and the last action; call when the policy (re)starts driving."""
+        self._builder.reset()
+        self._last_action.fill(0.0)
+        self.ticks = 0
+
+    def step(self, state: RobotState, command: Sequence[float] | np.ndarray | None = None) -> JointCommand:
+        """One policy tick. ``command=None`` keeps the last command. Returns the controller-owned command."""
+        if command is not None:
+            self.set_command(command)
+        try:
+            np.copyto(self._q[0], state.q)
+            np.copyto(self._dq[0], state.dq)
+            np.copyto(self._quat[0], state.base_quat)
+            np.copyto(self._gyro[0], state.base_ang_vel)
+        except ValueError:
+            raise ValueError(
+                f"robot state does not fit {self.spec.name!r}: q {np.shape(state.q)}, dq {np.shape(state.dq)}, "
+                f"base_quat {np.shape(state.base_quat)}, base_ang_vel {np.shape(state.base_ang_vel)}; "
+                f"expected ({self.num_joints},), ({self.num_joints},), (4,), (3,)"
+            ) from None
+        if state.base_lin_vel is None:
+            self._lin_vel.fill(0.0)
+            self._inputs.base_lin_vel = None  # a term that needs it raises a clear error in the builder
+        else:
+            np.copyto(self._lin_vel[0], state.base_lin_vel)
+            self._inputs.base_lin_vel = self._lin_vel
+
+        obs = self._builder.compute(self._inputs)  # uses the previous action: that is what last_action means
+        self.last_obs = obs
+        raw_action = self.policy.act(obs)
+        self._last_action[0] = raw_action
+        np.copyto(self._output.q_target, self.action.decode(self.last_raw_action, self._default_q))
+        self.ticks += 1
+        return self._output
+
+    def last_tick_finite(self) -> bool:
+        """Were the raw inputs, the observation and the raw action of the last tick all finite?"""
+        return bool(
+            np.isfinite(self._raw).all() and np.isfinite(self.last_obs).all() and np.isfinite(self._last_action).all()
+        )

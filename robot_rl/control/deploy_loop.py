@@ -1,0 +1,161 @@
+"""The deploy loop: read → runtime.step → write, once per policy period, against any RobotInterface.
+
+Real time: fixed deadlines from :class:`RateLoop` (sleep, then spin the last part of the period), garbage
+collection paused, missed deadlines counted and handed to the safety chain's overrun watchdog.
+Lockstep (simulated robots only): no waiting; the robot's ``write`` advances the simulation one period and
+``now`` is simulated time, so a run is deterministic and as fast as the CPU allows.
+
+The record of a run (states, commands before/after the safety chain, modes, events, timing) is kept in
+preallocated arrays so the loop itself allocates little; reports and plots are made from it afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robot_rl.control.loop_timing import RateLoop
+from robot_rl.control.runtime import DeployRuntime
+from robot_rl.hardware.interface import RobotInterface
+
+
+@dataclass(frozen=True)
+class CommandStep:
+    """From ``t_s`` on (seconds since the loop started), the operator command is ``value``."""
+
+    t_s: float
+    value: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Push:
+    """At ``t_s``, add ``velocity`` (m/s, world frame) to the base — a shove. Simulated robots only."""
+
+    t_s: float
+    velocity: tuple[float, float, float]
+
+
+@dataclass
+class RunRecord:
+    """What happened, one row per policy tick."""
+
+    t: np.ndarray
+    mode: list[str]
+    q: np.ndarray
+    q_target_proposed: np.ndarray
+    q_target_sent: np.ndarray
+    command: np.ndarray
+    base_pos: np.ndarray  # NaN where the robot does not report it
+    base_lin_vel: np.ndarray  # body frame; NaN where the robot does not report it
+    base_quat: np.ndarray
+    events: list[tuple[float, str]] = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=dict)
+    wall_time_s: float = 0.0
+    ticks: int = 0
+
+    def trim(self) -> RunRecord:
+        n = self.ticks
+        for name in ("t", "q", "q_target_proposed", "q_target_sent", "command", "base_pos", "base_lin_vel",
+                     "base_quat"):
+            setattr(self, name, getattr(self, name)[:n])
+        self.mode = self.mode[:n]
+        return self
+
+
+def _command_at(schedule: Sequence[CommandStep], t: float, default: np.ndarray) -> np.ndarray:
+    value = default
+    for step in schedule:
+        if t + 1e-9 >= step.t_s:
+            value = np.asarray(step.value, dtype=np.float64)
+    return value
+
+
+def run_loop(
+    runtime: DeployRuntime,
+    robot: RobotInterface,
+    duration_s: float,
+    *,
+    realtime: bool,
+    commands: Sequence[CommandStep] = (),
+    pushes: Sequence[Push] = (),
+    arm: bool = True,
+    on_tick: Callable[[int, float], None] | None = None,
+    fifo_priority: int | None = None,
+) -> RunRecord:
+    """Run ``runtime`` on a connected ``robot`` for ``duration_s``. Arms at the start when ``arm``.
+
+    ``on_tick(k, t)`` runs before each tick's read (tests inject e-stops and faults there).
+    """
+    spec = runtime.spec
+    period = spec.timing.policy_period_s
+    n_ticks = max(1, round(duration_s / period))
+    n_cmd = len(runtime.contract.commands.names) if runtime.contract is not None else 0
+    j = spec.num_joints
+    rec = RunRecord(
+        t=np.zeros(n_ticks), mode=[""] * n_ticks, q=np.zeros((n_ticks, j)), q_target_proposed=np.zeros((n_ticks, j)),
+        q_target_sent=np.zeros((n_ticks, j)), command=np.zeros((n_ticks, n_cmd)),
+        base_pos=np.full((n_ticks, 3), np.nan), base_lin_vel=np.full((n_ticks, 3), np.nan),
+        base_quat=np.zeros((n_ticks, 4)),
+    )
+    pushes_left = sorted(pushes, key=lambda p: p.t_s)
+    zero_command = np.zeros(n_cmd)
+    if arm:
+        runtime.arm()
+
+    loop = RateLoop(period) if realtime else None
+    sim_clock = getattr(robot, "sim_time", None)
+    if not realtime and sim_clock is None:
+        raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime=True for hardware")
+    t0_wall = time.perf_counter()
+    t0 = sim_clock() if not realtime else 0.0
+
+    def body() -> None:
+        for k in range(n_ticks):
+            missed = 0
+            if loop is not None:
+                tick = loop.wait_next()
+                missed = tick.missed
+                now = tick.deadline
+                t = now - loop.deadline(0)
+            else:
+                now = sim_clock()
+                t = now - t0
+            if on_tick is not None:
+                on_tick(k, t)
+            while pushes_left and t + 1e-9 >= pushes_left[0].t_s:
+                robot.push(np.asarray(pushes_left.pop(0).velocity))
+            if n_cmd:
+                runtime.set_command(_command_at(commands, t, zero_command))
+            state = robot.read()
+            result = runtime.step(state, now, missed_deadlines=missed)
+            robot.write(result.command)
+
+            rec.t[k] = t
+            rec.mode[k] = result.mode.value
+            rec.q[k] = state.q
+            rec.q_target_proposed[k] = result.proposed.q_target
+            rec.q_target_sent[k] = result.command.q_target
+            if n_cmd:
+                rec.command[k] = runtime.controller.last_command
+            if state.base_pos is not None:
+                rec.base_pos[k] = state.base_pos
+            if state.base_lin_vel is not None:
+                rec.base_lin_vel[k] = state.base_lin_vel
+            rec.base_quat[k] = state.base_quat
+            for event in result.events:
+                rec.events.append((t, str(event)))
+            rec.ticks = k + 1
+
+    if loop is not None:
+        with loop.realtime(fifo_priority=fifo_priority):
+            body()
+        rec.timing = loop.stats.summary()
+    else:
+        body()
+    rec.wall_time_s = time.perf_counter() - t0_wall
+    rec.diagnostics = runtime.diagnostics()
+    return rec.trim()

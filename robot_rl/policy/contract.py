@@ -1,0 +1,355 @@
+"""The policy contract: everything a runtime must agree on with the model it runs.
+
+Written into the ONNX file at export (``robot_rl.contract`` in the model's metadata) and checked at load
+against what the runtime builds from the robot spec and the task definition. A model whose contract
+disagrees refuses to load, and the error names every differing field with both values, e.g.
+``joint_names[3]: model has 'FL_hip_joint', spec has 'FR_lower_joint'``.
+
+Floats are compared with ``math.isclose(rel_tol=1e-9, abs_tol=1e-12)``. Contract values travel as JSON
+float64 ``repr`` strings, which round-trip exactly, so any real change (even one float32 ulp, ~1e-7
+relative) is caught; the tolerance only absorbs the last-bit differences of a runtime deriving the same
+value by other arithmetic (e.g. ``4 * 0.005`` vs ``0.02``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.observations import ObservationLayout
+from robot_rl.typed_yaml import ConfigError, build, to_plain
+
+if TYPE_CHECKING:  # the task module pulls in the simulator side; the deploy runtime need not import it
+    from robot_rl.tasks.task import TaskCfg
+
+SCHEMA_VERSION = 1
+METADATA_KEY = "robot_rl.contract"  # key of the contract JSON in the ONNX model's metadata_props
+GRAPH_DIGEST_KEY = "robot_rl.graph_sha256"  # SHA-256 of the serialized graph (weights included), for integrity
+OBS_INPUT_NAME = "obs"
+ACTION_OUTPUT_NAME = "actions"
+BATCH_DIM = "batch"  # the exported batch dimension is dynamic (sim2sim evaluates many envs at once)
+FLOAT_REL_TOL = 1e-9
+FLOAT_ABS_TOL = 1e-12
+
+
+class ContractError(ValueError):
+    """A contract is malformed (unparsable JSON, missing or ill-typed fields, unknown schema)."""
+
+
+class ContractMismatch(ContractError):
+    """A model's contract disagrees with what the runtime expects. ``mismatches`` lists every difference."""
+
+    def __init__(self, mismatches: list[Mismatch]):
+        self.mismatches = mismatches
+        shown = [f"  {m}" for m in mismatches[:20]]
+        if len(mismatches) > 20:
+            shown.append(f"  ... and {len(mismatches) - 20} more")
+        noun = "difference" if len(mismatches) == 1 else "differences"
+        super().__init__(f"policy contract does not match ({len(mismatches)} {noun}):\n" + "\n".join(shown))
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    field: str  # e.g. "joint_names[3]"
+    found: Any  # the model's value
+    expected: Any  # the runtime's value
+    source: str  # where the runtime's value comes from: "spec", "task", "runtime"
+    hint: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.field}: model has {_fmt(self.found)}, {self.source} has {_fmt(self.expected)}"
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple | list) and len(value) > 8:
+        return "[" + ", ".join(_fmt(v) for v in value[:8]) + f", ... ({len(value)} items)]"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class TensorContract:
+    name: str
+    shape: tuple[int | str, ...]  # a string is a symbolic (dynamic) dimension
+    dtype: Literal["float32"] = "float32"
+
+
+@dataclass(frozen=True)
+class ObsTermContract:
+    name: str
+    size: int  # width of one frame
+    scale: float
+    clip: float | None
+    history_length: int
+
+
+@dataclass(frozen=True)
+class ObservationContract:
+    terms: tuple[ObsTermContract, ...]
+    history_layout: Literal["term_major"]
+    dim: int  # total width: sum of size · history_length
+
+
+@dataclass(frozen=True)
+class ActionContract:
+    """q_target = offset + scale · clip(action, −clip, clip); the offset is the spec's default pose."""
+
+    type: Literal["joint_position"]
+    scale: float
+    clip: float
+    offset: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class CommandContract:
+    names: tuple[str, ...]
+    ranges: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a model came from. Recorded, never checked."""
+
+    task: str = ""
+    seed: int | None = None
+    iterations: int | None = None
+    env_steps: int | None = None
+    git_commit: str = ""
+    created_utc: str = ""  # ISO 8601
+    metrics: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)  # free-form, JSON-serializable
+
+
+@dataclass(frozen=True)
+class PolicyContract:
+    """What a model assumes about the robot and the runtime. Built by ``expected_from`` on both sides:
+    at export (written into the model) and at load (what this runtime will feed and decode)."""
+
+    schema_version: int
+    robot: str
+    spec_hash: str
+    joint_names: tuple[str, ...]
+    default_positions: tuple[float, ...]
+    kp: tuple[float, ...]
+    kd: tuple[float, ...]
+    action: ActionContract
+    observation: ObservationContract
+    commands: CommandContract
+    policy_period_s: float
+    # True when the training observation normalizer is inside the graph. Either way the model takes RAW
+    # observations: our exporter never produces a model that needs normalizing outside it.
+    normalizer_baked_in: bool
+    input: TensorContract
+    output: TensorContract
+    provenance: Provenance = field(default_factory=Provenance)
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.action.offset)
+
+    @property
+    def obs_dim(self) -> int:
+        return self.observation.dim
+
+    @classmethod
+    def expected_from(
+        cls,
+        spec: RobotSpec,
+        layout: ObservationLayout,
+        commands: CommandSpec,
+        action: JointPositionAction,
+        normalizer_baked_in: bool = True,
+        provenance: Provenance | None = None,
+    ) -> PolicyContract:
+        """The contract a runtime built from these pieces expects (and an exporter writes)."""
+        num_joints = spec.num_joints
+        num_actions = num_joints  # one position target per joint
+        sizes = layout.term_sizes(num_joints, commands.size, num_actions)
+        obs_dim = layout.size(num_joints, commands.size, num_actions)
+        defaults = tuple(float(v) for v in spec.default_positions)
+        return cls(
+            schema_version=SCHEMA_VERSION,
+            robot=spec.name,
+            spec_hash=spec.spec_hash,
+            joint_names=tuple(spec.joint_names),
+            default_positions=defaults,
+            kp=tuple(float(v) for v in spec.kp),
+            kd=tuple(float(v) for v in spec.kd),
+            action=ActionContract("joint_position", float(action.scale), float(action.clip), defaults),
+            observation=ObservationContract(
+                terms=tuple(
+                    ObsTermContract(t.name, size, float(t.scale), None if t.clip is None else float(t.clip),
+                                    t.history_length)
+                    for t, size in zip(layout.terms, sizes, strict=True)
+                ),
+                history_layout=layout.history_layout,
+                dim=obs_dim,
+            ),
+            commands=CommandContract(
+                tuple(commands.names), tuple((float(lo), float(hi)) for lo, hi in commands.ranges)
+            ),
+            policy_period_s=float(spec.timing.policy_period_s),
+            normalizer_baked_in=normalizer_baked_in,
+            input=TensorContract(OBS_INPUT_NAME, (BATCH_DIM, obs_dim)),
+            output=TensorContract(ACTION_OUTPUT_NAME, (BATCH_DIM, num_actions)),
+            provenance=provenance if provenance is not None else Provenance(),
+        )
+
+    def to_json(self) -> str:
+        """Stable JSON: keys in field order, provenance dicts sorted, floats as exact repr."""
+        plain = to_plain(self)
+        plain["provenance"]["metrics"] = dict(sorted(plain["provenance"]["metrics"].items()))
+        plain["provenance"]["notes"] = dict(sorted(plain["provenance"]["notes"].items()))
+        try:
+            return json.dumps(plain, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ContractError(f"contract is not JSON-serializable (provenance metrics/notes?): {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "policy contract") -> PolicyContract:
+        """Parse a contract. Refuses schemas this code does not know, naming both versions."""
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ContractError(f"{source}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ContractError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ContractError(f"{source}: schema_version missing or not an integer (got {version!r})")
+        check_schema_version(version)
+        while version < SCHEMA_VERSION:
+            data = _MIGRATIONS[version](data)
+            version = data["schema_version"]
+        try:
+            return build(cls, data, source)
+        except ConfigError as exc:
+            raise ContractError(str(exc)) from None
+
+
+# Older schema version → function upgrading its dict by one version. Empty: version 1 is the first.
+_MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+
+def check_schema_version(version: int) -> None:
+    """Refuse a schema this code cannot read: newer (upgrade robot_rl) or older without a migration."""
+    if version > SCHEMA_VERSION:
+        hint = "the model was exported by a newer robot_rl; upgrade robot_rl to load it"
+    elif version < SCHEMA_VERSION and version not in _MIGRATIONS:
+        hint = "no migration from that schema exists; re-export the policy with this robot_rl"
+    else:
+        return
+    raise ContractMismatch([Mismatch("schema_version", version, SCHEMA_VERSION, "runtime", hint)])
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=FLOAT_REL_TOL, abs_tol=FLOAT_ABS_TOL)
+
+
+class _Comparer:
+    def __init__(self) -> None:
+        self.found: list[Mismatch] = []
+
+    def value(self, name: str, a: Any, b: Any, source: str) -> None:
+        if isinstance(a, float) and isinstance(b, float):
+            same = _close(a, b)
+        else:
+            same = a == b and type(a) is type(b)
+        if not same:
+            self.found.append(Mismatch(name, a, b, source))
+
+    def sequence(self, name: str, a: tuple, b: tuple, source: str) -> None:
+        """Per-item differences; a length difference is one mismatch showing both whole lists."""
+        if len(a) != len(b):
+            self.found.append(Mismatch(f"{name} (length {len(a)} vs {len(b)})", a, b, source))
+            return
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            self.value(f"{name}[{i}]", x, y, source)
+
+
+def compare_contracts(found: PolicyContract, expected: PolicyContract, check_spec_hash: bool = True) -> list[Mismatch]:
+    """Every difference between a model's contract and the runtime's; provenance is never compared."""
+    c = _Comparer()
+    c.value("schema_version", found.schema_version, expected.schema_version, "runtime")
+    c.value("robot", found.robot, expected.robot, "spec")
+    if check_spec_hash:
+        c.value("spec_hash", found.spec_hash, expected.spec_hash, "spec")
+    c.sequence("joint_names", found.joint_names, expected.joint_names, "spec")
+    c.sequence("default_positions", found.default_positions, expected.default_positions, "spec")
+    c.sequence("kp", found.kp, expected.kp, "spec")
+    c.sequence("kd", found.kd, expected.kd, "spec")
+    c.value("policy_period_s", found.policy_period_s, expected.policy_period_s, "spec")
+
+    fa, ea = found.action, expected.action
+    c.value("action.type", fa.type, ea.type, "task")
+    c.value("action.scale", fa.scale, ea.scale, "task")
+    c.value("action.clip", fa.clip, ea.clip, "task")
+    c.sequence("action.offset", fa.offset, ea.offset, "spec")
+
+    fo, eo = found.observation, expected.observation
+    c.value("observation.history_layout", fo.history_layout, eo.history_layout, "task")
+    c.value("observation.dim", fo.dim, eo.dim, "task")
+    if len(fo.terms) != len(eo.terms) or any(f.name != e.name for f, e in zip(fo.terms, eo.terms, strict=False)):
+        # A missing, extra or reordered term: show both term lists rather than per-field noise.
+        c.found.append(Mismatch("observation.terms", tuple(t.name for t in fo.terms),
+                                tuple(t.name for t in eo.terms), "task"))
+    else:
+        for i, (ft, et) in enumerate(zip(fo.terms, eo.terms, strict=True)):
+            at = f"observation.terms[{i}] ({ft.name})"
+            c.value(f"{at}.size", ft.size, et.size, "task")
+            c.value(f"{at}.scale", ft.scale, et.scale, "task")
+            c.value(f"{at}.clip", ft.clip, et.clip, "task")
+            c.value(f"{at}.history_length", ft.history_length, et.history_length, "task")
+
+    c.sequence("commands.names", found.commands.names, expected.commands.names, "task")
+    if len(found.commands.ranges) == len(expected.commands.ranges):
+        for i, (fr, er) in enumerate(zip(found.commands.ranges, expected.commands.ranges, strict=True)):
+            name = expected.commands.names[i] if i < len(expected.commands.names) else str(i)
+            if not (_close(fr[0], er[0]) and _close(fr[1], er[1])):
+                c.found.append(Mismatch(f"commands.ranges[{i}] ({name})", fr, er, "task"))
+    else:
+        c.found.append(Mismatch("commands.ranges", found.commands.ranges, expected.commands.ranges, "task"))
+
+    for label, ft, et in (("input", found.input, expected.input), ("output", found.output, expected.output)):
+        c.value(f"{label}.name", ft.name, et.name, "runtime")
+        c.value(f"{label}.shape", ft.shape, et.shape, "runtime")
+        c.value(f"{label}.dtype", ft.dtype, et.dtype, "runtime")
+    return c.found
+
+
+def check_contract(found: PolicyContract, expected: PolicyContract, check_spec_hash: bool = True) -> None:
+    """Raise ``ContractMismatch`` listing every difference (field and both values); return if none.
+
+    ``check_spec_hash=False`` is for a spec edited in ways that cannot affect the policy (e.g. safety
+    margins): every policy-relevant robot fact is still compared field by field.
+    """
+    check_schema_version(found.schema_version)
+    mismatches = compare_contracts(found, expected, check_spec_hash)
+    if mismatches:
+        raise ContractMismatch(mismatches)
+
+
+def contract_for_task(
+    task: TaskCfg, spec: RobotSpec | None = None, provenance: Provenance | None = None
+) -> PolicyContract:
+    """The contract of a policy trained on ``task`` (its actor observations, commands and action).
+
+    ``spec`` defaults to the task's robot; a spec of another robot is refused. The provenance's task name
+    defaults to the task's.
+    """
+    spec = spec if spec is not None else load_robot(task.robot)
+    if spec.name != task.robot:
+        raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
+    provenance = provenance if provenance is not None else Provenance()
+    if not provenance.task:
+        provenance = dataclasses.replace(provenance, task=task.name)
+    return PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action, provenance=provenance)

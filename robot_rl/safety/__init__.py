@@ -1,0 +1,31 @@
+"""The safety chain between a learned policy and a robot: pure filters, composed in a fixed order."""
+
+from robot_rl.safety.chain import (
+    FilterState,
+    SafetyChain,
+    SafetyOutput,
+    SafetyReport,
+    chain_step,
+    damping_command,
+)
+from robot_rl.safety.filters import (
+    FILTER_ORDER,
+    ActionClip,
+    SafetyEvent,
+    SafetyLimits,
+    missed_deadlines,
+)
+
+__all__ = [
+    "FILTER_ORDER",
+    "ActionClip",
+    "FilterState",
+    "SafetyChain",
+    "SafetyEvent",
+    "SafetyLimits",
+    "SafetyOutput",
+    "SafetyReport",
+    "chain_step",
+    "damping_command",
+    "missed_deadlines",
+]

@@ -1,0 +1,208 @@
+"""The safety chain: every filter, in a fixed order, between the controller and the robot.
+
+:func:`chain_step` is the pure composition — (limits, filter state, measured state, proposed command,
+time) in, (output, new filter state) out. :class:`SafetyChain` holds the filter state and the counters
+for the runtime, which calls :meth:`SafetyChain.step` once per policy period with *every* command it is
+about to send (ramp, policy, damping), so the finite check and the watchdogs run in every controller
+state.
+
+Order: finite check → action clip → rate limit → soft position limits → velocity-aware position limit →
+torque estimate → tilt → stale state → policy overrun. A fault from any of them latches: from then on
+the output is damping (kp 0, kd = safety.damping_kd) until :meth:`SafetyChain.reset`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.safety.filters import (
+    FILTER_ORDER,
+    ActionClip,
+    SafetyEvent,
+    SafetyLimits,
+    StaleWatchdog,
+    action_clip,
+    check_finite,
+    overrun_check,
+    position_bounds,
+    position_limit,
+    rate_limit,
+    stale_check,
+    tilt_check,
+    torque_limit,
+    velocity_aware_bounds,
+    velocity_aware_limit,
+)
+
+
+# NamedTuples rather than frozen dataclasses: both are rebuilt on every tick, and a NamedTuple is several
+# times cheaper to construct; both are immutable.
+class FilterState(NamedTuple):
+    """Everything the chain remembers between ticks."""
+
+    # Rate-limit reference: the last target sent on joints with kp > 0, the measured position on the
+    # others. None after a reset: the first command is then limited relative to the measured pose.
+    reference: np.ndarray | None = None
+    stale: StaleWatchdog = StaleWatchdog()
+    consecutive_missed: int = 0
+    fault: tuple[SafetyEvent, ...] = ()  # the latched fault events; empty while armed
+
+
+class SafetyOutput(NamedTuple):
+    command: JointCommand  # what to send: the proposed command itself when no filter intervened
+    events: tuple[SafetyEvent, ...]  # raised by this step (a latched fault is reported once, when it latches)
+    faulted: bool
+
+
+def damping_command(limits: SafetyLimits) -> JointCommand:
+    return JointCommand.damping(limits.num_joints, limits.damping_kd)
+
+
+def chain_step(
+    limits: SafetyLimits, filter_state: FilterState, state: RobotState, proposed: JointCommand, now: float,
+    *, action: np.ndarray | None = None, missed_deadlines: int = 0,
+) -> tuple[SafetyOutput, FilterState]:
+    """One tick of the chain, pure.
+
+    ``now``: the tick's time (s, same clock every call; the scheduled deadline is best). ``action``: the
+    policy's raw output, checked for NaN/inf. ``missed_deadlines``: deadlines passed since the previous
+    tick (see :func:`robot_rl.safety.filters.missed_deadlines`).
+    """
+    if filter_state.fault:
+        return SafetyOutput(damping_command(limits), (), True), filter_state
+    fault = check_finite(state, proposed, limits.num_joints, action, limits.joint_names)
+    if fault is not None:
+        return SafetyOutput(damping_command(limits), (fault,), True), filter_state._replace(fault=(fault,))
+
+    events: list[SafetyEvent] = []
+    q, dq = state.q, state.dq
+    active = proposed.kp > 0
+    reference = q if filter_state.reference is None else filter_state.reference
+    target, ev = action_clip(proposed.q_target, limits, active)
+    if ev is not None:
+        events.append(ev)
+    target, ev = rate_limit(target, reference, limits, active)
+    if ev is not None:
+        events.append(ev)
+    pos_bounds = position_bounds(q, limits)
+    target, ev = position_limit(target, q, limits, active, pos_bounds)
+    if ev is not None:
+        events.append(ev)
+    vel_bounds = velocity_aware_bounds(q, dq, limits, pos_bounds)
+    target, ev = velocity_aware_limit(target, q, dq, limits, active, vel_bounds)
+    if ev is not None:
+        events.append(ev)
+    # The torque limit yields to the soft position bounds but not to the velocity-aware shrink: asking the
+    # PD for more braking than the motor has buys nothing (the motor saturates).
+    target, ev = torque_limit(target, state, proposed, limits, active, pos_bounds)
+    if ev is not None:
+        events.append(ev)
+    ev = tilt_check(state.base_quat, limits)
+    if ev is not None:
+        events.append(ev)
+    stale, ev = stale_check(state.tick, now, filter_state.stale, limits)
+    if ev is not None:
+        events.append(ev)
+    consecutive, ev = overrun_check(missed_deadlines, filter_state.consecutive_missed, limits)
+    if ev is not None:
+        events.append(ev)
+
+    faults = tuple(e for e in events if e.fault) if events else ()
+    if faults:
+        new_state = FilterState(filter_state.reference, stale, consecutive, faults)
+        return SafetyOutput(damping_command(limits), tuple(events), True), new_state
+    if target is proposed.q_target:
+        command = proposed
+    else:
+        command = JointCommand(target, proposed.dq_target, proposed.kp, proposed.kd, proposed.tau_ff)
+    # np.where copies, so a caller reusing its command buffers cannot change our reference.
+    new_state = FilterState(np.where(active, target, q), stale, consecutive, ())
+    return SafetyOutput(command, tuple(events), False), new_state
+
+
+@dataclass
+class SafetyReport:
+    """Interventions and faults counted per filter (and per joint), for logs and diagnostics."""
+
+    joint_names: tuple[str, ...]
+    steps: int = 0
+    resets: int = 0
+    missed_deadlines: int = 0
+    interventions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILTER_ORDER, 0))
+    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILTER_ORDER, 0))
+    per_joint: dict[str, np.ndarray] = field(default_factory=dict)  # filter → interventions per joint
+    last_fault: tuple[str, ...] = ()  # str() of the events of the latest fault
+
+    def record(self, output: SafetyOutput, missed_deadlines: int) -> None:
+        self.steps += 1
+        self.missed_deadlines += max(0, missed_deadlines)
+        for event in output.events:
+            counts = self.faults if event.fault else self.interventions
+            counts[event.filter_name] = counts.get(event.filter_name, 0) + 1
+            if event.joints:
+                per = self.per_joint.get(event.filter_name)
+                if per is None:
+                    per = self.per_joint[event.filter_name] = np.zeros(len(self.joint_names), dtype=np.int64)
+                per[list(event.joints)] += 1
+        if output.events and output.faulted:
+            self.last_fault = tuple(str(e) for e in output.events if e.fault)
+
+    def summary(self) -> dict:
+        """Plain types only (JSON / diagnostics-ready); zero counts are left out of the per-joint part."""
+        return {
+            "steps": self.steps,
+            "resets": self.resets,
+            "missed_deadlines": self.missed_deadlines,
+            "interventions": {k: v for k, v in self.interventions.items() if v},
+            "faults": {k: v for k, v in self.faults.items() if v},
+            "per_joint": {
+                name: {self.joint_names[i]: int(c) for i, c in enumerate(per) if c}
+                for name, per in self.per_joint.items()
+            },
+            "last_fault": list(self.last_fault),
+        }
+
+
+class SafetyChain:
+    """The stateful wrapper the runtime uses: filter state and counters around :func:`chain_step`."""
+
+    def __init__(self, limits: SafetyLimits):
+        self.limits = limits
+        self.filter_state = FilterState()
+        self.report = SafetyReport(limits.joint_names)
+
+    @classmethod
+    def from_spec(cls, spec: RobotSpec, action_clip: ActionClip | None = None) -> SafetyChain:
+        return cls(SafetyLimits.from_spec(spec, action_clip))
+
+    @property
+    def faulted(self) -> bool:
+        return bool(self.filter_state.fault)
+
+    @property
+    def fault(self) -> tuple[SafetyEvent, ...]:
+        return self.filter_state.fault
+
+    def step(
+        self, state: RobotState, proposed: JointCommand, now: float,
+        *, action: np.ndarray | None = None, missed_deadlines: int = 0,
+    ) -> SafetyOutput:
+        output, self.filter_state = chain_step(
+            self.limits, self.filter_state, state, proposed, now, action=action, missed_deadlines=missed_deadlines
+        )
+        self.report.record(output, missed_deadlines)
+        return output
+
+    def reset(self) -> None:
+        """Re-arm: clear a latched fault and the watchdogs' memory (counters are kept).
+
+        The next step starts afresh: its state counts as new, and its command is rate-limited relative to
+        the measured pose. A condition that persists (NaN, tilt) faults again on that step.
+        """
+        self.filter_state = FilterState()
+        self.report.resets += 1
