@@ -15,7 +15,9 @@ import tyro
 # name → "module:function", or a nested group. Imports are lazy so `robot-rl robot show` doesn't
 # import torch or mujoco.
 COMMANDS: dict[str, str | dict] = {
-    "demo": "robot_rl.commands:demo",
+    "demo": "robot_rl.evaluation.demo:demo",
+    "sim2sim": "robot_rl.evaluation.sim2sim:sim2sim",
+    "deploy": "robot_rl.control.deploy_command:deploy",
     "stand": "robot_rl.commands:stand",
     "robot": {
         "list": "robot_rl.commands:robot_list",
@@ -23,6 +25,17 @@ COMMANDS: dict[str, str | dict] = {
     },
     "train": "robot_rl.learn.train:train_command",
     "play": "robot_rl.learn.play:play_command",
+    "export": "robot_rl.learn.export_checkpoint:export_checkpoint",
+    "model-card": "robot_rl.policy.model_card:write_model_card",
+    "gen-ros-config": "robot_rl.ros.gen_config:gen_ros_config",
+    "bridge": "robot_rl.hardware.sim_bridge:run_bridge",
+    "teleop": "robot_rl.teleop.session:teleop",
+    "dataset": {
+        "validate": "robot_rl.data.lerobot_validate:dataset_validate",
+    },
+    "log": {
+        "summarize": "robot_rl.data.mcap_log:log_summarize",
+    },
 }
 
 # Errors that carry a message meant for the user. Anything else is a bug and keeps its traceback.
@@ -33,7 +46,12 @@ USER_ERRORS = (
     "robot_rl.policy.export:ExportError",
     "robot_rl.policy.onnx_policy:PolicyLoadError",
     "robot_rl.tasks.registry:UnknownTaskError",
-    "robot_rl.learn.ppo:CheckpointError",
+    "robot_rl.learn.errors:CheckpointError",
+    "robot_rl.hardware.unitree_dds:RobotConnectionError",
+    "robot_rl.hardware.faults:FaultConfigError",
+    "robot_rl.teleop.devices:DeviceError",
+    "robot_rl.teleop.session:TeleopError",
+    "robot_rl.data.lerobot_format:DatasetError",
 )
 
 

@@ -76,11 +76,3 @@ def stand(
             )
     console.print(table)
     return 0 if all_passed else 1
-
-
-def demo() -> int:
-    """The main job on the embedded default: stand check of every embedded robot in both simulators."""
-    start = time.perf_counter()
-    code = stand()
-    Console().print(f"demo finished in {time.perf_counter() - start:.1f} s")
-    return code

@@ -1,0 +1,81 @@
+"""``robot-rl export``: a training checkpoint → ONNX with the policy contract in its metadata.
+
+The actor is rebuilt exactly as the trainer built it (hidden sizes and activation are recorded in the
+checkpoint), its weights and observation normalizer are loaded, and the exporter bakes the normalizer into
+the graph, writes the contract (robot, spec hash, joints, gains, action, observation layout, commands,
+period, provenance) and verifies the file by loading it back against the task's expected contract.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from robot_rl.learn.errors import CheckpointError
+
+
+def export_checkpoint(
+    checkpoint: str,
+    out: str,
+    task: str | None = None,
+    metrics: tuple[str, ...] = (),
+    note: tuple[str, ...] = (),
+) -> int:
+    """Export a PPO checkpoint to ONNX with the policy contract (normalizer baked in)."""
+    import torch
+    from rsl_rl.models.mlp_model import MLPModel
+    from tensordict import TensorDict
+
+    from robot_rl.learn.ppo import check_checkpoint, read_checkpoint_info
+    from robot_rl.policy import contract_for_task, export_rsl_rl_policy
+    from robot_rl.policy.export import collect_provenance
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.tasks.registry import make_task
+
+    info = read_checkpoint_info(checkpoint)
+    task_cfg = make_task(task or info["task"])
+    spec = load_robot(task_cfg.robot)
+    check_checkpoint(checkpoint, task_cfg, spec)
+    data = torch.load(checkpoint, weights_only=False, map_location="cpu")
+
+    provenance = collect_provenance(
+        task_cfg.name,
+        seed=info.get("seed"),
+        iterations=info.get("iteration"),
+        env_steps=info.get("env_steps"),
+        metrics=dict(_pairs(metrics, "--metrics", float)),
+        notes={"checkpoint": str(Path(checkpoint).name), **dict(_pairs(note, "--note", str))},
+    )
+    contract = contract_for_task(task_cfg, spec, provenance=provenance)
+    dummy = TensorDict({"policy": torch.zeros(2, contract.obs_dim)}, batch_size=[2])
+    hidden = info.get("actor_hidden_dims", list(task_cfg.ppo.actor_hidden_dims))
+    actor = MLPModel(
+        dummy,
+        {"actor": ["policy"]},
+        "actor",
+        contract.num_actions,
+        hidden_dims=list(hidden),
+        activation=info.get("activation", task_cfg.ppo.activation),
+        obs_normalization=True,
+        distribution_cfg={"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0},
+    )
+    missing, unexpected = actor.load_state_dict(data["actor_state_dict"], strict=False)
+    weights_missing = [k for k in missing if not k.startswith("distribution")]
+    if weights_missing or unexpected:
+        raise CheckpointError(
+            f"{checkpoint}: the actor in the checkpoint does not match the task's network "
+            f"(missing {weights_missing[:3]}, unexpected {list(unexpected)[:3]})"
+        )
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    export_rsl_rl_policy(actor, contract, out)
+    print(f"exported {checkpoint} → {out} (task {task_cfg.name}, robot {spec.name}, spec {spec.spec_hash})")
+    return 0
+
+
+def _pairs(items: tuple[str, ...], flag: str, cast) -> list[tuple[str, object]]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CheckpointError(f"{flag} takes KEY=VALUE, got {item!r}")
+        pairs.append((key, cast(value)))
+    return pairs
