@@ -70,6 +70,7 @@ class PolicyController:
         quat[0, 0] = 1.0
         self._q, self._dq, self._quat, self._gyro, self._lin_vel, self._command = q, dq, quat, gyro, lin_vel, cmd
         self._last_action = np.zeros((1, j))
+        self._object_pos = np.zeros((1, 3))  # the task object (manipulation), when the state carries one
         self._inputs = ObsInputs(
             q=q, dq=dq, default_q=self._default_q, base_quat=quat, base_ang_vel=gyro, command=cmd,
             last_action=self._last_action, base_lin_vel=lin_vel,
@@ -158,6 +159,12 @@ class PolicyController:
         else:
             np.copyto(self._lin_vel[0], state.base_lin_vel)
             self._inputs.base_lin_vel = self._lin_vel
+        if state.object_pos is None:
+            self._object_pos.fill(0.0)
+            self._inputs.object_pos = None  # a term that needs it raises a clear error in the builder
+        else:
+            np.copyto(self._object_pos[0], state.object_pos)
+            self._inputs.object_pos = self._object_pos
 
         obs = self._builder.compute(self._inputs)  # uses the previous action: that is what last_action means
         self.last_obs = obs
@@ -171,4 +178,5 @@ class PolicyController:
         """Were the raw inputs, the observation and the raw action of the last tick all finite?"""
         return bool(
             np.isfinite(self._raw).all() and np.isfinite(self.last_obs).all() and np.isfinite(self._last_action).all()
+            and np.isfinite(self._object_pos).all()
         )

@@ -7,6 +7,10 @@ Lockstep (simulated robots only): no waiting; the robot's ``write`` advances the
 
 The record of a run (states, commands before/after the safety chain, modes, events, timing) is kept in
 preallocated arrays so the loop itself allocates little; reports and plots are made from it afterwards.
+With ``log`` (a :class:`robot_rl.data.mcap_log.DeployLogWriter`) every tick is also queued for the MCAP
+deploy log after the command went out: the state, the command proposed and the one sent, the safety
+events and the tick's timing. Queuing copies a few small arrays; the JSON and the file are written on the
+log's own thread.
 """
 
 from __future__ import annotations
@@ -14,12 +18,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from robot_rl.control.loop_timing import RateLoop
-from robot_rl.control.runtime import DeployRuntime
-from robot_rl.hardware.interface import RobotInterface
+from robot_rl.control.runtime import DeployRuntime, StepResult
+from robot_rl.hardware.interface import JointCommand, RobotInterface, RobotState
+
+if TYPE_CHECKING:
+    from robot_rl.data.mcap_log import DeployLogWriter
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,18 @@ def _command_at(schedule: Sequence[CommandStep], t: float, default: np.ndarray) 
     return value
 
 
+def _log_tick(log: DeployLogWriter, k: int, state: RobotState, result: StepResult, sent: JointCommand,
+              now: float | None, lateness: float, wake: float, missed: int) -> None:
+    """Queue one tick for the deploy log (after the write: the command is not held up by logging)."""
+    log.log_state(state)
+    log.log_command(result.proposed, sent=False, t=now)
+    log.log_command(sent, sent=True, t=now)
+    for event in result.events:
+        log.log_event(event, t=now)
+    work = time.perf_counter() - wake if now is not None else float("nan")
+    log.log_timing(k, lateness, work, missed, t=now)
+
+
 def run_loop(
     runtime: DeployRuntime,
     robot: RobotInterface,
@@ -85,10 +105,14 @@ def run_loop(
     arm: bool = True,
     on_tick: Callable[[int, float], None] | None = None,
     fifo_priority: int | None = None,
+    log: DeployLogWriter | None = None,
 ) -> RunRecord:
     """Run ``runtime`` on a connected ``robot`` for ``duration_s``. Arms at the start when ``arm``.
 
-    ``on_tick(k, t)`` runs before each tick's read (tests inject e-stops and faults there).
+    ``on_tick(k, t)`` runs before each tick's read (tests inject e-stops and faults there). ``log``: queue
+    every tick for that deploy log (the caller closes it). Its times are the tick's deadline in real time
+    (``time.perf_counter()``, the same clock as ``time.monotonic()`` on Linux), the log's own
+    ``time.monotonic()`` in lockstep.
     """
     spec = runtime.spec
     period = spec.timing.policy_period_s
@@ -115,10 +139,10 @@ def run_loop(
 
     def body() -> None:
         for k in range(n_ticks):
-            missed = 0
+            missed, lateness, wake = 0, float("nan"), 0.0
             if loop is not None:
                 tick = loop.wait_next()
-                missed = tick.missed
+                missed, lateness, wake = tick.missed, tick.lateness, tick.wake
                 now = tick.deadline
                 t = now - loop.deadline(0)
             else:
@@ -132,7 +156,9 @@ def run_loop(
                 runtime.set_command(_command_at(commands, t, zero_command))
             state = robot.read()
             result = runtime.step(state, now, missed_deadlines=missed)
-            robot.write(result.command)
+            sent = robot.write(result.command)
+            if log is not None:
+                _log_tick(log, k, state, result, sent, now if loop is not None else None, lateness, wake, missed)
 
             rec.t[k] = t
             rec.mode[k] = result.mode.value

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -40,6 +42,30 @@ from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.chain import SafetyChain
 from robot_rl.safety.filters import ActionClip, SafetyEvent
 
+if TYPE_CHECKING:
+    from robot_rl.policy.contract import PolicyContract
+
+
+class Controller(Protocol):
+    """What the runtime drives while RUNNING: a policy (:class:`PolicyController`) or anything else that
+    maps state to joint targets under a policy contract, e.g. arm teleop
+    (:class:`robot_rl.teleop.arm_ik.ArmTeleopController`). The contract sets the chain's action clip."""
+
+    contract: PolicyContract
+    last_raw_action: np.ndarray  # checked for NaN/inf by the chain
+
+    @property
+    def last_command(self) -> np.ndarray: ...
+
+    @property
+    def command_clamped(self) -> bool: ...
+
+    def set_command(self, command: Sequence[float] | np.ndarray) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def step(self, state: RobotState) -> JointCommand: ...
+
 
 @dataclass(frozen=True)
 class StepResult:
@@ -52,7 +78,7 @@ class StepResult:
 class DeployRuntime:
     """One robot, one policy (or none: then it can only ramp to and hold the default pose)."""
 
-    def __init__(self, spec: RobotSpec, controller: PolicyController | None = None, passive: PassiveMode = "damping"):
+    def __init__(self, spec: RobotSpec, controller: Controller | None = None, passive: PassiveMode = "damping"):
         self.spec = spec
         self.controller = controller
         self.contract = controller.contract if controller is not None else None

@@ -28,6 +28,9 @@ class RobotState:
     # Only simulators know these exactly; on hardware they are None unless an estimator provides them.
     base_lin_vel: np.ndarray | None = None  # (3,) body frame, m/s
     base_pos: np.ndarray | None = None  # (3,) world frame, m
+    # The task's object (the cube a manipulation task pushes), robot base frame, m. Simulators fill it; on
+    # hardware a perception source (a camera tracker, mocap) must, and it stays None without one.
+    object_pos: np.ndarray | None = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
@@ -26,6 +27,38 @@ from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 
 SimulatorName = Literal["mujoco", "pybullet"]
+
+
+@dataclass(frozen=True)
+class SceneBox:
+    """A box added to the simulated world: fixed (a table) when ``mass_kg`` is None, else free (a cube)."""
+
+    name: str
+    half_size: tuple[float, float, float]  # m
+    pos: tuple[float, float, float]  # world frame, m (a free box's initial position)
+    mass_kg: float | None = None
+    friction: float = 0.8  # sliding friction of contacts between boxes, in both simulators (see below)
+    rgba: tuple[float, float, float, float] = (0.6, 0.6, 0.6, 1.0)
+
+
+@dataclass(frozen=True)
+class SimScene:
+    """Objects around the robot, built the same way in every simulator. ``tracked`` names the box whose
+    position fills ``RobotState.object_pos`` (robot base frame), as a perception source would on hardware."""
+
+    boxes: tuple[SceneBox, ...]
+    tracked: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [b.name for b in self.boxes]
+        if self.tracked is not None and self.tracked not in names:
+            raise ValueError(f"scene: tracked object {self.tracked!r} is not one of its boxes {names}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"scene: box names must be unique, got {names}")
+
+
+def _base_frame(point_world: np.ndarray, base_pos: np.ndarray, base_rot: np.ndarray) -> np.ndarray:
+    return (np.asarray(point_world) - base_pos) @ base_rot
 
 
 class _SimBackend(Protocol):
@@ -39,14 +72,33 @@ class _SimBackend(Protocol):
 
 
 class _MujocoBackend(_SimBackend):
-    def __init__(self, spec: RobotSpec):
+    def __init__(self, spec: RobotSpec, scene: SimScene | None = None):
         import mujoco
 
         from robot_rl.robots.mujoco_model import build_mujoco_model
 
         self._mujoco = mujoco
-        self.robot = build_mujoco_model(spec)
+        self.scene = scene
+        self.robot = build_mujoco_model(spec, terrain=None if scene is None else self._add_scene)
+        model = self.robot.model
+        for box in () if scene is None else scene.boxes:
+            if box.mass_kg is not None:  # an arm's model compensates gravity on every body: not on objects
+                model.body_gravcomp[model.body(box.name).id] = 0.0
         self.data = self.robot.make_data()
+        self._tracked = None if scene is None or scene.tracked is None else self.robot.model.body(scene.tracked).id
+
+    def _add_scene(self, mjs) -> None:
+        mj = self._mujoco
+        for box in self.scene.boxes:
+            # MuJoCo takes the larger friction of two touching geoms: box on box gets box.friction.
+            geom = dict(type=mj.mjtGeom.mjGEOM_BOX, size=list(box.half_size), rgba=list(box.rgba),
+                        friction=[box.friction, 0.005, 0.0001])
+            if box.mass_kg is None:
+                mjs.worldbody.add_geom(name=box.name, pos=list(box.pos), **geom)
+            else:
+                body = mjs.worldbody.add_body(name=box.name, pos=list(box.pos))
+                body.add_freejoint()
+                body.add_geom(name=box.name, mass=box.mass_kg, **geom)
 
     def apply(self, command: JointCommand) -> JointCommand:
         return self.robot.apply_command(self.data, command)
@@ -55,7 +107,12 @@ class _MujocoBackend(_SimBackend):
         self._mujoco.mj_step(self.robot.model, self.data)
 
     def state(self, tick: int, timestamp: float) -> RobotState:
-        return self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
+        state = self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
+        if self._tracked is not None:
+            b = self.robot.base_body_id
+            state.object_pos = _base_frame(self.data.xpos[self._tracked], self.data.xpos[b],
+                                           self.data.xmat[b].reshape(3, 3))
+        return state
 
     def add_base_velocity(self, delta_world: np.ndarray) -> None:
         if self.robot.free_qvel_adr is None:
@@ -68,7 +125,7 @@ class _MujocoBackend(_SimBackend):
 
 
 class _PybulletBackend(_SimBackend):
-    def __init__(self, spec: RobotSpec):
+    def __init__(self, spec: RobotSpec, scene: SimScene | None = None):
         import pybullet as pb
 
         from robot_rl.robots.pybullet_model import build_pybullet_robot
@@ -78,6 +135,21 @@ class _PybulletBackend(_SimBackend):
         self.robot = build_pybullet_robot(spec, self.client)
         self.robot.reset()
         self._command: JointCommand | None = None
+        self._bodies = {} if scene is None else {box.name: self._add_box(box) for box in scene.boxes}
+        self._tracked = None if scene is None or scene.tracked is None else self._bodies[scene.tracked]
+
+    def _add_box(self, box: SceneBox) -> int:
+        pb, c = self._pb, {"physicsClientId": self.client}
+        shape = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=list(box.half_size), **c)
+        visual = pb.createVisualShape(pb.GEOM_BOX, halfExtents=list(box.half_size), rgbaColor=list(box.rgba), **c)
+        body = pb.createMultiBody(baseMass=0.0 if box.mass_kg is None else box.mass_kg,
+                                  baseCollisionShapeIndex=shape, baseVisualShapeIndex=visual,
+                                  basePosition=list(box.pos), **c)
+        # PyBullet multiplies the two bodies' coefficients (MuJoCo takes the larger): √friction on each box
+        # gives box-on-box contact the same coefficient as in MuJoCo.
+        pb.changeDynamics(body, -1, lateralFriction=float(np.sqrt(box.friction)), linearDamping=0.0,
+                          angularDamping=0.0, **c)
+        return body
 
     def apply(self, command: JointCommand) -> JointCommand:
         applied = command.copy()
@@ -94,6 +166,11 @@ class _PybulletBackend(_SimBackend):
     def state(self, tick: int, timestamp: float) -> RobotState:
         state = self.robot.read_state(timestamp=timestamp)
         state.tick = tick
+        if self._tracked is not None:
+            pos, _ = self._pb.getBasePositionAndOrientation(self._tracked, physicsClientId=self.client)
+            base_pos, base_orn = self.robot.base_pose()
+            base_rot = np.array(self._pb.getMatrixFromQuaternion(base_orn)).reshape(3, 3)
+            state.object_pos = _base_frame(pos, base_pos, base_rot)
         return state
 
     def add_base_velocity(self, delta_world: np.ndarray) -> None:
@@ -112,12 +189,17 @@ _BACKENDS = {"mujoco": _MujocoBackend, "pybullet": _PybulletBackend}
 class SimRobot:
     """A simulated robot implementing RobotInterface (connect / read / write / close)."""
 
-    def __init__(self, spec: RobotSpec, simulator: SimulatorName = "mujoco", *, realtime: bool = False):
+    def __init__(
+        self, spec: RobotSpec, simulator: SimulatorName = "mujoco", *, realtime: bool = False,
+        scene: SimScene | None = None,
+    ):
+        """``scene``: boxes to add around the robot (a table, a cube); its tracked box fills ``object_pos``."""
         if simulator not in _BACKENDS:
             raise ValueError(f"unknown simulator {simulator!r} (known: {', '.join(_BACKENDS)})")
         self.spec = spec
         self.simulator = simulator
         self.realtime = realtime
+        self.scene = scene
         self._backend: _SimBackend | None = None
         self._steps = 0  # physics steps taken
         self._lock = threading.Lock()
@@ -128,7 +210,7 @@ class SimRobot:
 
     # -- RobotInterface -------------------------------------------------------------------------------
     def connect(self) -> None:
-        self._backend = _BACKENDS[self.simulator](self.spec)
+        self._backend = _BACKENDS[self.simulator](self.spec, self.scene)
         # Motors start passive, as a robot powers up in zero-torque mode: the runtime must ramp it up.
         self._command = JointCommand.passive(self.spec.num_joints)
         self._backend.apply(self._command)

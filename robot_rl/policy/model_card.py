@@ -44,8 +44,9 @@ def write_model_card(
         f"| observation | {c.obs_dim} values, {c.observation.history_layout} history: "
         + ", ".join(f"{t.name}[{t.size}×{t.history_length}]" for t in c.observation.terms)
         + " |",
-        f"| action | {c.num_actions} joint position targets: default pose + {c.action.scale:g} · clip(a, ±{c.action.clip:g}) |",
-        f"| commands | " + ", ".join(f"{n} ∈ [{lo:g}, {hi:g}]" for n, (lo, hi) in
+        f"| action | {c.num_actions} joint position targets: "
+        f"default pose + {c.action.scale:g} · clip(a, ±{c.action.clip:g}) |",
+        "| commands | " + ", ".join(f"{n} ∈ [{lo:g}, {hi:g}]" for n, (lo, hi) in
                                    zip(c.commands.names, c.commands.ranges, strict=True)) + " |",
         f"| normalizer | {'baked into the graph' if c.normalizer_baked_in else 'none'} |",
     ]

@@ -32,6 +32,7 @@ class ObsInputs:
     command: np.ndarray  # (N, C) task command (velocity, target, ...)
     last_action: np.ndarray  # (N, A) previous policy output (raw, before scaling)
     base_lin_vel: np.ndarray | None = None  # (N, 3) body frame: sim only, unless an estimator provides it
+    object_pos: np.ndarray | None = None  # (N, 3) task object, base frame: sims, or a perception source
 
 
 def projected_gravity(base_quat: np.ndarray) -> np.ndarray:
@@ -51,6 +52,16 @@ def _base_lin_vel(inp: ObsInputs) -> np.ndarray:
             "does not measure; train the policy without it or add a state estimator"
         )
     return inp.base_lin_vel
+
+
+def _object_pos(inp: ObsInputs) -> np.ndarray:
+    if inp.object_pos is None:
+        raise ValueError(
+            "observation term 'object_pos' needs the task object's position (RobotState.object_pos), which "
+            "this robot interface does not provide; use a simulator with the task's scene or add a perception "
+            "source that fills it"
+        )
+    return inp.object_pos
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,7 @@ OBS_TERMS: dict[str, ObsTermDef] = {
     ),
     "joint_vel": ObsTermDef(lambda i: i.dq, lambda j, c, a: j, "joint velocities (rad/s)"),
     "last_action": ObsTermDef(lambda i: i.last_action, lambda j, c, a: a, "previous raw policy action"),
+    "object_pos": ObsTermDef(_object_pos, lambda j, c, a: 3, "task object position, base frame (m)"),
 }
 
 

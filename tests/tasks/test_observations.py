@@ -26,6 +26,7 @@ def _inputs(n: int, j: int, c: int, rng: np.random.Generator, lin_vel: bool = Tr
         command=rng.normal(size=(n, c)),
         last_action=rng.normal(size=(n, j)),
         base_lin_vel=rng.normal(size=(n, 3)) if lin_vel else None,
+        object_pos=rng.normal(size=(n, 3)),
     )
 
 

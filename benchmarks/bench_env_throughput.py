@@ -1,0 +1,162 @@
+"""Throughput of the vectorized MuJoCo env, as a ratio to the raw MuJoCo physics ceiling of the same run.
+
+Two workloads for a1-flat with domain randomization on (pushes, latency, DR resets included):
+  stand    zero actions: the robots hold the default pose (as a policy does once it has learned to stand)
+  random   N(0, 0.5) actions: the robots flail and fall, with many more contacts (early training)
+For each, per repeat and env count N:
+  env      MujocoVecEnv.step(): physics + resets, DR, pushes, latency, rewards, observations
+  ceiling  mujoco.rollout re-run on exactly the states and ctrl the env produced: the same models, substeps
+           and physics work, no Python env logic. For "stand" this is rollout with constant ctrl.
+  loop-1/2 the same work as a Python loop of mj_step(nstep=decimation) over N MjData, on 1 and 2 threads
+           (the alternative to rollout, for the design choice)
+Physics steps/s = policy steps/s × decimation. Medians over repeats; single-core speed drifts, so only ratios
+within one run are meaningful.
+
+    .venv/bin/python benchmarks/bench_env_throughput.py [--envs 64 128 256] [--repeats 5] [--steps 100]
+        [--markdown-out benchmarks/RESULTS_env_throughput.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+
+from robot_rl.sim.mujoco_vec_env import FULLPHYSICS, MujocoVecEnv
+from robot_rl.tasks.registry import make_task
+
+TASK = "a1-flat"
+
+
+def bench_env(env: MujocoVecEnv, steps: int, rng: np.random.Generator, scale: float) -> tuple[float, list, list]:
+    """Policy steps/s of env.step, and the (state, ctrl) inputs of every physics call it made."""
+    actions = [rng.normal(scale=scale, size=(env.num_envs, env.num_actions)) for _ in range(steps)]
+    states, ctrls = [], []
+    start = time.perf_counter()
+    for a in actions:
+        # The physics inputs of this step (the copies count against the env: a conservative ratio).
+        before = env.state.copy()  # rollout input (bar a push, every few hundred steps)
+        env.step(a)
+        states.append(before)
+        ctrls.append(env._ctrl.copy())
+    return env.num_envs * steps / (time.perf_counter() - start), states, ctrls
+
+
+def bench_replay(env: MujocoVecEnv, states: list, ctrls: list, pool: rollout.Rollout, datas: list) -> float:
+    out = np.empty_like(env._out)
+    sens = np.empty_like(env._sens)
+    start = time.perf_counter()
+    for s, c in zip(states, ctrls, strict=True):
+        pool.rollout(env.models, datas, s, c, nstep=env.decimation, state=out, sensordata=sens, skip_checks=True)
+    return env.num_envs * len(states) / (time.perf_counter() - start)
+
+
+def bench_loop(env: MujocoVecEnv, states: list, ctrls: list, threads: int) -> float:
+    n = env.num_envs
+    datas = [mujoco.MjData(m) for m in env.models]
+    chunks = np.array_split(np.arange(n), threads)
+    executor = ThreadPoolExecutor(threads) if threads > 1 else None
+
+    def work(ids: np.ndarray, ctrl: np.ndarray) -> None:
+        for i in ids:
+            datas[i].ctrl[:] = ctrl[i, 0]
+            mujoco.mj_step(env.models[i], datas[i], nstep=env.decimation)
+
+    for i, d in enumerate(datas):
+        mujoco.mj_setState(env.models[i], d, states[0][i], FULLPHYSICS)
+    start = time.perf_counter()
+    for c in ctrls:
+        if executor is None:
+            work(np.arange(n), c)
+        else:
+            list(executor.map(work, chunks, [c] * len(chunks)))
+        np.stack([d.qpos for d in datas])  # the env would read the state back every step
+    elapsed = time.perf_counter() - start
+    if executor is not None:
+        executor.shutdown()
+    return n * len(ctrls) / elapsed
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+WORKLOADS = {"stand": 0.0, "random": 0.5}  # action scale
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[64, 128, 256])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100, help="policy steps per timed run")
+    parser.add_argument("--markdown-out", default=None)
+    args = parser.parse_args()
+    threads = os.cpu_count() or 1
+    task = make_task(TASK)
+    rows = []
+    for workload, scale in WORKLOADS.items():
+        for n in args.envs:
+            env = MujocoVecEnv(task, n, seed=0, randomize=True)
+            pool = rollout.Rollout(nthread=threads if threads > 1 else 0)
+            datas = [mujoco.MjData(env.models[0]) for _ in range(max(threads, 1))]
+            rng = np.random.default_rng(0)
+            bench_env(env, 20, rng, scale)  # warm up: resets, pools, caches
+            results: dict[str, list[float]] = {k: [] for k in ("env", "ceiling", "loop-1", "loop-2")}
+            for _ in range(args.repeats):
+                sps, states, ctrls = bench_env(env, args.steps, rng, scale)
+                results["env"].append(sps)
+                results["ceiling"].append(bench_replay(env, states, ctrls, pool, datas))
+                results["loop-1"].append(bench_loop(env, states, ctrls, 1))
+                results["loop-2"].append(bench_loop(env, states, ctrls, min(2, threads)))
+            pool.close()
+            env.close()
+            med = {k: statistics.median(v) for k, v in results.items()}
+            ratios = [e / c for e, c in zip(results["env"], results["ceiling"], strict=True)]
+            rows.append((workload, n, env.decimation, med, statistics.median(ratios), min(ratios), max(ratios)))
+
+    lines = [
+        "| workload | envs | env policy steps/s | env physics steps/s | ceiling physics steps/s (rollout) | "
+        "**ratio env/ceiling** [min–max] | loop 1 thread | loop 2 threads | rollout / loop-2 |",
+        "|" + "---|" * 9,
+    ]
+    for workload, n, dec, med, ratio, lo, hi in rows:
+        lines.append(
+            f"| {workload} | {n} | {med['env']:,.0f} | {med['env'] * dec:,.0f} | {med['ceiling'] * dec:,.0f} | "
+            f"**{ratio:.2f}** [{lo:.2f}–{hi:.2f}] | {med['loop-1'] * dec:,.0f} | {med['loop-2'] * dec:,.0f} | "
+            f"{med['ceiling'] / med['loop-2']:.2f} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown_out:
+        machine = f"{_cpu_name()}, {threads} cores, Python {sys.version.split()[0]}"
+        command = " ".join(["python", *sys.argv])
+        text = (
+            "# Env throughput (a1-flat, domain randomization on)\n\n"
+            f"Command: `{command}`\n\nMachine: {machine}, MuJoCo {mujoco.__version__}, shared with other jobs "
+            f"(compare ratios, not absolute rates). Medians over {args.repeats} repeats of {args.steps} policy "
+            "steps; physics steps = policy steps × decimation (4). The ceiling is `mujoco.rollout` alone re-run "
+            "on exactly the states and controls the env produced, on the same per-env models (for *stand*: "
+            "constant default-pose ctrl). *loop* is a Python loop of `mj_step(nstep=4)` over N `MjData` doing "
+            "the same work (the design alternative; rollout was chosen).\n\n"
+            f"{table}\n"
+        )
+        with open(args.markdown_out, "w") as f:
+            f.write(text)
+        print(f"wrote {args.markdown_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

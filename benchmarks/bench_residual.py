@@ -1,0 +1,437 @@
+"""Sim-as-real fine-tuning benchmark: how much of the sim-to-"real" gap residual fine-tuning recovers, and
+in how many transitions, against no fine-tuning and against continuing PPO on the full policy.
+
+1. A base policy trained in the nominal training sim (``sim/train.py``; its checkpoint and ONNX export).
+2. A "real" robot: the same MuJoCo robot shifted beyond the training randomization (``RealityShift``:
+   motor kp down, an uncompensated payload on the hand, actuator latency, friction) — the shifted
+   ``SimRobot`` that the fine-tuning drives through the deploy runtime and its safety chain.
+3. Every method is scored by the same harness: deterministic episodes through ``DeployRuntime`` on the shifted
+   robot, over one fixed, seeded set of targets, each episode reset by the state machine's ramp. Score: the
+   tool-point error to the target averaged over each episode's last second (reach tasks), mean over episodes.
+4. gap recovered = (e_base,real − e_method) / (e_base,real − e_base,nominal sim): 0 = no better than the base
+   on the real robot, 1 = as good as the base in its own training sim.
+
+Methods, on the x axis by *transitions collected on the "real" robot*:
+  no fine-tuning   the base policy as deployed
+  residual         ``run_finetune``: base + bounded residual, SAC in its own process, lockstep, UTD ratio
+  continued PPO    rsl_rl PPO from the base checkpoint in the vectorized env with the same shift (fixed, all
+                   envs), i.e. training the whole policy on the "real" robot; 128 envs × 24 steps per iteration
+
+    .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
+        [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
+        [--markdown-out benchmarks/RESULTS_residual.md --png benchmarks/RESULTS_residual.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.control.controller import PolicyController
+from robot_rl.control.runtime import DeployRuntime
+from robot_rl.hardware.sim_robot import SimRobot
+from robot_rl.learn.residual.actor import ResidualPolicy
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
+from robot_rl.learn.residual.finetune import eval_commands, evaluate, parse_shift, run_finetune
+from robot_rl.learn.residual.rewards import StateReward
+from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
+from robot_rl.policy.onnx_policy import load_policy, read_contract
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.registry import make_task
+
+# The performance every method is scored on: the task's own episode return (what the base was trained to
+# maximize). Shown next to it: a physical error of the task (reach: the tool point's error after the first second).
+METRIC = "return"
+SECONDARY = {"reach": ("settled_tip_error_m", "tip error after the first second", 100.0, "cm"),
+             "velocity_tracking": ("vel_error_m_s", "velocity tracking error |command − v|", 1.0, "m/s")}
+
+
+def train_base(task_name: str, minutes: float, out: Path) -> tuple[Path, Path]:
+    """PPO in the nominal training sim, then export; returns (onnx, checkpoint)."""
+    from robot_rl.learn.train import TrainArgs, train
+
+    checkpoint = train(TrainArgs(task=task_name, max_minutes=minutes, log_dir=out / "train", progress=False))
+    onnx = out / f"{task_name.replace('-', '_')}_base.onnx"
+    export_checkpoint(task_name, checkpoint, onnx)
+    return onnx, checkpoint
+
+
+def _runner(task, checkpoint: Path, env):
+    from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner
+
+    runner = TaskRunner(RslRlVecEnv(env), task, log_dir=None, ppo=dataclasses.replace(task.ppo, num_envs=env.num_envs))
+    runner.load(str(checkpoint), load_cfg={"actor": True, "critic": True})
+    return runner
+
+
+def export_checkpoint(task_name: str, checkpoint: Path, onnx: Path) -> None:
+    from robot_rl.policy import collect_provenance, contract_for_task, export_rsl_rl_policy
+    from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+    task = make_task(task_name)
+    env = MujocoVecEnv(task, 2, seed=0, nthread=1)
+    runner = _runner(task, checkpoint, env)
+    contract = contract_for_task(task, provenance=collect_provenance(task_name, notes={"checkpoint": str(checkpoint)}))
+    export_rsl_rl_policy(runner.alg.get_policy(), contract, onnx)
+    env.close()
+
+
+class TorchActorPolicy:
+    """A PPO actor evaluated in torch (normalizer + MLP + mean), with its task's contract. Stands in for the
+    ONNX export of each intermediate PPO iterate, so the curve needs no export per point."""
+
+    def __init__(self, runner, contract):
+        import torch
+
+        self.torch = torch
+        self.view = runner.alg.get_policy().as_onnx(verbose=False).eval()
+        self.contract = contract
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        with self.torch.inference_mode():
+            return self.view(self.torch.from_numpy(obs)).numpy()[0]
+
+
+def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray) -> dict:
+    """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot."""
+    spec = load_robot(task.robot)
+    res = ResidualPolicy(policy, ResidualCfg())
+    res.enabled = False  # the base alone, through the very path the residual runs in
+    runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
+    robot = SimRobot(spec, "mujoco") if shift is None else ShiftedSimRobot(spec, shift)
+    loop = EpisodeLoop(runtime, robot, res, StateReward(task, spec), EpisodeCfg(length_s=task.episode_length_s),
+                       realtime=False)
+    robot.connect()
+    try:
+        return evaluate(loop, commands)
+    finally:
+        robot.close()
+
+
+def continued_ppo(task, checkpoint: Path, shift: RealityShift, commands: np.ndarray, points: list[int],
+                  nominal: float, real: float, stop_at: float, budget_s: float) -> list[dict]:
+    import torch
+
+    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+    from robot_rl.learn.train import set_torch_threads
+    from robot_rl.policy import contract_for_task
+
+    set_torch_threads(1)
+    torch.manual_seed(0)
+    env = shifted_vec_env(task, shift, task.ppo.num_envs, seed=1)
+    runner = _runner(task, checkpoint, env)
+    contract = contract_for_task(task)
+    per_iter = task.ppo.num_envs * task.ppo.num_steps_per_env
+    curve, done, started = [], 0, time.monotonic()
+    for point in [0, *points]:
+        iters = math.ceil((point - done) / per_iter)
+        if iters > 0:
+            runner.learn(iters)
+            done += iters * per_iter
+        score = evaluate_policy(TorchActorPolicy(runner, contract), task, shift, commands)
+        score |= {"transitions": done, "wall_s": time.monotonic() - started,
+                  "recovered": recovered(score[METRIC], nominal, real)}
+        curve.append(score)
+        print(f"[ppo] {done:>8} transitions: {METRIC} {score[METRIC]:.4f}, recovered {score['recovered']:.2f}",
+              flush=True)
+        if score["recovered"] >= stop_at or time.monotonic() - started > budget_s:
+            break
+    env.close()
+    return curve
+
+
+def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict:
+    """A real-time 50 Hz loop (RateLoop, GC paused) on the SimRobot with a live learner training on the loop's
+    own transitions, killed (SIGKILL) at ``kill_at_s``: ``runtime.step`` time with base + residual against the
+    same runtime with the base alone on the same states and ticks, weight-sync time, lateness, missed deadlines."""
+    import os
+    import signal
+
+    from robot_rl.control.loop_timing import RateLoop
+    from robot_rl.control.state_machine import ControllerMode
+    from robot_rl.learn.residual.config import LearnerCfg
+    from robot_rl.learn.residual.learner import LearnerProcess
+
+    spec = load_robot(task.robot)
+    base = load_policy(base_onnx, read_contract(base_onnx))
+    cfg = ResidualCfg()
+    j = base.contract.num_actions
+    learner = LearnerProcess(LearnerCfg(state_dim=base.contract.obs_dim + j, action_dim=j, residual=cfg,
+                                        sac=SACCfg(warmup_transitions=100, utd_ratio=2.0, reward_scale=50.0)))
+    robot = SimRobot(spec, "mujoco")
+    try:
+        learner.start()
+        assert learner.wait_ready()
+        res = ResidualPolicy(base, cfg, learner.board, learner.status, explore=True)
+        runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
+        # The baseline: the same runtime with the base policy alone, stepped on the same states (not sent).
+        plain = DeployRuntime(spec, PolicyController.for_task(task, spec, load_policy(base_onnx, base.contract)))
+        robot.connect()
+        runtime.arm()
+        plain.arm()
+        while runtime.mode is not ControllerMode.RUNNING:
+            state = robot.read()
+            plain.step(state, robot.sim_time())
+            robot.write(runtime.step(state, robot.sim_time()).command)
+        period = spec.timing.policy_period_s
+        ticks, kill_tick = round(seconds / period), round(kill_at_s / period)
+        t_res, t_base = np.zeros(ticks), np.zeros(ticks)
+        poll_s = []
+        loop = RateLoop(period)
+        with loop.realtime():
+            for k in range(ticks):
+                tick = loop.wait_next()
+                if k == kill_tick:
+                    os.kill(learner.process.pid, signal.SIGKILL)
+                state = robot.read()
+                polls, sync_total = res.stats["polls"], res.stats["sync_total_s"]
+                t0 = time.perf_counter()
+                result = runtime.step(state, tick.deadline, missed_deadlines=tick.missed)
+                t1 = time.perf_counter()
+                if res.stats["polls"] != polls:
+                    poll_s.append(res.stats["sync_total_s"] - sync_total)
+                robot.write(result.command)
+                t2 = time.perf_counter()
+                plain.step(state, tick.deadline, missed_deadlines=tick.missed)
+                t3 = time.perf_counter()
+                t_res[k], t_base[k] = t1 - t0, t3 - t2
+                row = learner.codec.pack(res.state, res.unit_residual, 0.0, res.state, False, False, False)
+                learner.ring.write(row)
+        stats = loop.stats.summary()
+        us = lambda a, q: float(np.percentile(a, q) * 1e6)  # noqa: E731
+        return {"ticks": ticks, "kill_tick": kill_tick, "missed_deadlines": stats["missed_deadlines"],
+                "lateness_us": {k: (v or 0) * 1e6 for k, v in stats["lateness_s"].items()},
+                "runtime_step_us": {"p50": us(t_res, 50), "p99": us(t_res, 99), "max": float(t_res.max() * 1e6)},
+                "base_only_step_us": {"p50": us(t_base, 50), "p99": us(t_base, 99), "max": float(t_base.max() * 1e6)},
+                "sync_poll_us": {"p50": us(np.array(poll_s), 50), "p99": us(np.array(poll_s), 99),
+                                 "max": float(max(poll_s) * 1e6), "n": len(poll_s)},
+                "syncs": res.stats["syncs"], "fallback_ticks": res.stats["fallback_ticks"],
+                "learner_updates_before_kill": learner.status.updates, "mode_at_end": runtime.mode.value}
+    finally:
+        robot.close()
+        learner.close()
+
+
+def recovered(e: float, nominal: float, real: float) -> float:
+    return (real - e) / (real - nominal)
+
+
+def first_reaching(curve: list[dict], level: float) -> int | None:
+    return next((c["transitions"] for c in curve if c["recovered"] >= level), None)
+
+
+def plot(results: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, curve_key, style in (("residual (SAC, ours)", "residual", "o-"),
+                                   ("continued PPO (full policy)", "ppo", "s-")):
+        curve = results.get(curve_key, [])
+        if curve:
+            x = [max(c["transitions"], 100) for c in curve]
+            ax1.plot(x, [c["recovered"] for c in curve], style, label=name)
+            ax2.plot(x, [k * c[key] for c in curve], style, label=name)
+    ax1.axhline(0.0, color="gray", ls="--", label="no fine-tuning")
+    ax1.axhline(0.8, color="green", ls=":", label="80 % of the gap")
+    ax2.axhline(k * results["base_real"][key], color="gray", ls="--", label="base on the 'real' robot")
+    ax2.axhline(k * results["base_nominal"][key], color="black", ls="-.", label="base in its training sim")
+    for ax in (ax1, ax2):
+        ax.axvline(20_000, color="red", ls=":", label="20k transitions")
+        ax.set_xscale("log")
+        ax.set_xlabel("transitions on the 'real' robot")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax1.set_ylabel("fraction of the return gap recovered")
+    ax2.set_ylabel(f"{label} ({unit})")
+    fig.suptitle(f"{results['task']}: 'real' = {results['shift_text']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def _fmt_transitions(n: int | None) -> str:
+    return "not reached" if n is None else f"{n:,}"
+
+
+def write_markdown(results: dict, png: Path, path: Path, command: str) -> None:
+    key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
+    nom, real = results["base_nominal"], results["base_real"]
+    res, ppo = results.get("residual", []), results.get("ppo", [])
+
+    def within(curve: list[dict], limit: int) -> float:
+        return max((c["recovered"] for c in curve if c["transitions"] <= limit), default=float("nan"))
+
+    lines = [
+        "## Residual off-policy fine-tuning, sim as \"real\" (issue 8)",
+        "",
+        f"Task `{results['task']}`, base policy trained by PPO in the nominal training sim. The \"real\" robot is "
+        f"the same MuJoCo robot shifted beyond the training randomization: {results['shift_text']} (training: kp and "
+        "kd ×0.9–1.1, link masses ×0.9–1.1 with gravity compensated, 0–1 step latency, nominal friction). Every "
+        "method is scored by one harness: deterministic episodes through `DeployRuntime` (safety chain on) on the "
+        f"shifted robot, the same {results['eval_episodes']} seeded targets, each episode reset by the state "
+        "machine's ramp to the default pose. Performance = the task's episode return (the objective the base was "
+        "trained on); **gap recovered** = (R − R_base,real) / (R_base,sim − R_base,real). x = transitions collected "
+        "on the \"real\" robot (evaluation episodes not counted).",
+        "",
+        f"    {command}",
+        "",
+        f"| | return | gap recovered | {label} ({unit}) | success (tip < 2 cm at the end) |",
+        "|---|---:|---:|---:|---:|",
+        f"| base in its training sim | {nom['return']:.3f} | 1 (definition) | {k * nom[key]:.2f} | "
+        f"{nom.get('success', float('nan')):.2f} |",
+        f"| base on the \"real\" robot, no fine-tuning | {real['return']:.3f} | 0 (definition) | {k * real[key]:.2f} | "
+        f"{real.get('success', float('nan')):.2f} |",
+    ]
+    for name, curve in (("residual", res), ("continued PPO", ppo)):
+        if not curve:
+            continue
+        best20 = max((c for c in curve if c["transitions"] <= 20_000), key=lambda c: c["recovered"], default=None)
+        last = curve[-1]
+        for tag, c in (("best ≤ 20k transitions", best20), ("last point", last)):
+            if c is not None:
+                lines.append(f"| {name}, {tag} ({c['transitions']:,}) | {c['return']:.3f} | {c['recovered']:.2f} | "
+                             f"{k * c[key]:.2f} | {c.get('success', float('nan')):.2f} |")
+    lines += ["", "| method | best gap recovered within 20k transitions | transitions to 50 % | transitions to 80 % |",
+              "|---|---:|---:|---:|", "| no fine-tuning | 0 | never | never |"]
+    for name, curve in (("residual (ours)", res), ("continued PPO, full policy", ppo)):
+        if curve:
+            lines.append(f"| {name} | {within(curve, 20_000):.2f} | {_fmt_transitions(first_reaching(curve, 0.5))} | "
+                         f"{_fmt_transitions(first_reaching(curve, 0.8))} |")
+    lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
+              f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
+    for name, curve in (("residual", res), ("PPO", ppo)):
+        for c in curve:
+            lines.append(f"| {name} | {c['transitions']:,} | {c['return']:.3f} | {c['recovered']:.2f} | "
+                         f"{k * c[key]:.2f} |")
+    run = results.get("residual_run")
+    if run:
+        learner, sync = run["learner"], run["sync"]
+        lines += ["", f"Residual run: α = {run['fraction']} × the action clip, SAC with {run['critic_norm']} critics, "
+                  f"UTD {run['utd']}, 3-step returns, the learner in its own process (the lockstep sim paces itself "
+                  f"to the UTD ratio); {int(learner['updates']):,} updates, {int(learner['lost'])} transitions lost in "
+                  f"the ring, {sync['syncs']} weight syncs (poll mean {1e6 * sync['sync_mean_s']:.0f} µs, max "
+                  f"{1e6 * sync['sync_max_s']:.0f} µs); wall time {run['wall_s'] / 60:.1f} min on 2 cores shared with "
+                  "other jobs. The exported base + residual is one ONNX file with the base's contract."]
+    timing = results.get("timing")
+    if timing:
+        r, b = timing["runtime_step_us"], timing["base_only_step_us"]
+        y, late = timing["sync_poll_us"], timing["lateness_us"]
+        lines += ["", "### Real-time loop with a live learner, the learner SIGKILLed halfway", "",
+                  f"50 Hz `RateLoop` (GC paused) for {timing['ticks']} ticks on the SimRobot; the learner trained on "
+                  f"the loop's transitions ({timing['learner_updates_before_kill']} updates) and was killed at tick "
+                  f"{timing['kill_tick']}. Missed deadlines: **{timing['missed_deadlines']}**; the runtime stayed "
+                  f"`{timing['mode_at_end']}`; the base drove alone on {timing['fallback_ticks']} ticks after the "
+                  f"learner's heartbeat timed out; {timing['syncs']} weight syncs before that.", "",
+                  "| per tick (µs) | p50 | p99 | max |", "|---|---:|---:|---:|",
+                  f"| `runtime.step`, base + residual | {r['p50']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |",
+                  f"| `runtime.step`, base alone (baseline, same states and ticks) | {b['p50']:.0f} | {b['p99']:.0f} | "
+                  f"{b['max']:.0f} |",
+                  f"| weight-sync poll, inside the residual step ({y['n']} polls) | {y['p50']:.0f} | {y['p99']:.0f} | "
+                  f"{y['max']:.0f} |",
+                  f"| loop wake-up lateness | {late['p50']:.0f} | {late['p99']:.0f} | {late['max']:.0f} |", "",
+                  f"Step time with the residual / base alone, p50: {r['p50'] / b['p50']:.2f}×."]
+    lines += ["", f"Machine: {results.get('machine', '?')}, 2 cores shared with other jobs; single-core speed drifts, "
+              "so compare only figures from one run."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="panda-reach")
+    p.add_argument("--base-onnx", type=Path)
+    p.add_argument("--checkpoint", type=Path)
+    p.add_argument("--train-minutes", type=float, default=3.0)
+    p.add_argument("--shift", default="kp=0.3,payload=3,latency=2,friction=0.5")
+    p.add_argument("--transitions", type=int, default=20_000)
+    p.add_argument("--eval-every", type=int, default=2000)
+    p.add_argument("--eval-episodes", type=int, default=16)
+    p.add_argument("--utd", type=float, default=2.0)
+    p.add_argument("--fraction", type=float, default=0.1)
+    p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
+    p.add_argument("--ppo-points", type=int, nargs="*",
+                   default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
+    p.add_argument("--ppo-budget-s", type=float, default=1500.0)
+    p.add_argument("--phase", default="all", choices=("all", "base", "residual", "ppo", "timing", "report"))
+    p.add_argument("--timing-seconds", type=float, default=20.0)
+    p.add_argument("--out-dir", type=Path, default=Path("runs/bench_residual"))
+    p.add_argument("--markdown-out", type=Path)
+    p.add_argument("--png", type=Path)
+    args = p.parse_args(argv)
+
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    store = args.out_dir / "results.json"
+    results = json.loads(store.read_text()) if store.exists() else {}
+    task = make_task(args.task)
+    shift = parse_shift(args.shift)
+    commands = eval_commands(task, args.eval_episodes)
+
+    def save() -> None:
+        store.write_text(json.dumps(results, indent=1, default=str))
+
+    if args.phase in ("all", "base"):
+        if args.base_onnx is None:
+            args.base_onnx, args.checkpoint = train_base(args.task, args.train_minutes, args.out_dir)
+        results |= {"task": args.task, "shift": dataclasses.asdict(shift), "shift_text": shift.describe(),
+                    "base_onnx": str(args.base_onnx), "checkpoint": str(args.checkpoint),
+                    "eval_episodes": args.eval_episodes,
+                    "machine": f"{platform.processor() or platform.machine()}, Python {sys.version.split()[0]}"}
+        base = load_policy(args.base_onnx, read_contract(args.base_onnx))
+        results["base_nominal"] = evaluate_policy(base, task, None, commands)
+        results["base_real"] = evaluate_policy(base, task, shift, commands)
+        print(f"base return: nominal {results['base_nominal'][METRIC]:.3f}, real {results['base_real'][METRIC]:.3f}")
+        save()
+    nominal, real = results["base_nominal"][METRIC], results["base_real"][METRIC]
+
+    if args.phase in ("all", "residual"):
+        started = time.monotonic()
+        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
+                              residual=ResidualCfg(fraction=args.fraction),
+                              sac=SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm), replay=ReplayCfg(),
+                              shift=shift, run_dir=args.out_dir / "residual", eval_every=args.eval_every,
+                              eval_episodes=args.eval_episodes)
+        curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
+        results["residual"] = curve
+        results["residual_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
+                                   "sync": report.sync, "episodes": report.episodes, "utd": args.utd,
+                                   "fraction": args.fraction, "critic_norm": args.critic_norm,
+                                   "exported": str(report.exported)}
+        save()
+
+    if args.phase in ("all", "ppo"):
+        results["ppo"] = continued_ppo(task, Path(results["checkpoint"]), shift, commands, args.ppo_points, nominal,
+                                       real, stop_at=max(0.8, max((c["recovered"] for c in results.get("residual", [])),
+                                                                  default=0.8)), budget_s=args.ppo_budget_s)
+        save()
+
+    if args.phase in ("all", "timing"):
+        results["timing"] = loop_timing(Path(results["base_onnx"]), task, args.timing_seconds,
+                                        kill_at_s=args.timing_seconds / 2)
+        print(json.dumps(results["timing"], indent=1))
+        save()
+
+    png = args.png or args.out_dir / "residual.png"
+    plot(results, png)
+    for key in ("residual", "ppo"):
+        if results.get(key):
+            print(f"{key}: first ≥ 80 % at {first_reaching(results[key], 0.8)} transitions; best "
+                  f"{max(c['recovered'] for c in results[key]):.2f}")
+    if args.markdown_out:
+        write_markdown(results, png, args.markdown_out, "PYTHONPATH=. .venv/bin/python benchmarks/bench_residual.py "
+                       + " ".join(argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

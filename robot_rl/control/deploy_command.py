@@ -1,0 +1,311 @@
+"""``robot-rl deploy``: run a policy on a robot in real time, log it, and always leave the robot damped.
+
+One deployment is:
+
+    load the runtime (spec + policy, contract checked) → connect the robot (in-process sim in real time,
+    or Unitree over DDS) → arm → run_loop in real time (ramp from the measured pose, then the policy under
+    the operator command) → stop → a few damping ticks → close
+
+The damping ticks are what make "the program ended" safe: motors hold their last command when the stream
+stops (Unitree firmware and our sim bridge both do), so the last command sent must be damping, not a
+policy target. Ctrl-C (SIGINT) and SIGTERM request the same ending early: the loop leaves at the start of
+its next tick, before the read, so a tick is never cut between reading and writing.
+
+:func:`run_deployment` is the part between connect and close, for tests and scripts; :func:`deploy` is the
+command-line entry point around it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
+from robot_rl.control.runtime import DeployRuntime
+from robot_rl.hardware.interface import RobotInterface
+from robot_rl.robots.spec import RobotSpec
+
+InterfaceName = Literal["sim", "unitree-dds"]
+SimulatorName = Literal["mujoco", "pybullet"]
+DAMPING_S = 0.5  # damping ticks sent before close: 25 at 50 Hz, enough that the last command is damping
+DDS_CONNECT_TIMEOUT_S = 5.0
+
+
+class DeployError(ValueError):
+    """A deploy argument that cannot work (wrong command size, robot without that interface)."""
+
+
+class _StopRequested(Exception):
+    """Raised from the loop's ``on_tick`` when an operator asked to stop (Ctrl-C); never escapes here."""
+
+
+@dataclass
+class DeployResult:
+    """What one deployment did. ``record`` is None when the run was interrupted (the loop's record of an
+    interrupted run is not kept; the mode changes, safety counters and the log still are)."""
+
+    record: RunRecord | None
+    damping: RunRecord  # the closing damping ticks
+    interrupted: bool
+    mode_changes: list[tuple[float, str]]  # (s since the first tick, mode entered)
+    diagnostics: dict  # runtime.diagnostics() after the damping ticks
+    log_path: Path | None = None
+    log_counts: dict = field(default_factory=dict)  # enqueued / written / dropped records
+
+    @property
+    def faulted(self) -> bool:
+        return bool(self.diagnostics.get("fault_latched"))
+
+
+def command_values(runtime: DeployRuntime, command: Sequence[float]) -> tuple[float, ...]:
+    """The operator command, checked against the policy's command names and ranges (empty: all zero)."""
+    if runtime.contract is None:
+        if command:
+            raise DeployError(f"command {tuple(command)} given, but there is no policy to take it")
+        return ()
+    names, ranges = runtime.contract.commands.names, runtime.contract.commands.ranges
+    if not command:
+        return tuple(0.0 for _ in names)
+    if len(command) != len(names):
+        raise DeployError(f"command has {len(command)} values, the policy takes {len(names)}: {', '.join(names)}")
+    for name, value, (low, high) in zip(names, command, ranges, strict=True):
+        if not (np.isfinite(value) and low <= value <= high):
+            raise DeployError(f"command {name} = {value!r} is outside the range the policy was trained on "
+                              f"[{low:g}, {high:g}]")
+    return tuple(float(v) for v in command)
+
+
+def connect_robot(spec: RobotSpec, interface: InterfaceName, *, simulator: SimulatorName = "mujoco",
+                  domain_id: int | None = None, network_interface: str | None = None,
+                  connect_timeout_s: float = DDS_CONNECT_TIMEOUT_S) -> RobotInterface:
+    """A connected robot: the in-process simulator stepping in real time, or Unitree over DDS."""
+    if interface == "sim":
+        from robot_rl.hardware.sim_robot import SimRobot
+
+        robot: RobotInterface = SimRobot(spec, simulator, realtime=True)
+    elif interface == "unitree-dds":
+        if spec.interface.type != "unitree_dds":
+            raise DeployError(f"robot {spec.name!r} ({spec.source_file}) has interface.type "
+                              f"{spec.interface.type!r}; --interface unitree-dds needs 'unitree_dds'")
+        from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
+
+        robot = UnitreeDdsRobot(spec, domain_id, network_interface, connect_timeout_s=connect_timeout_s)
+    else:
+        raise DeployError(f"unknown interface {interface!r} (known: sim, unitree-dds)")
+    robot.connect()
+    return robot
+
+
+def run_deployment(runtime: DeployRuntime, robot: RobotInterface, duration_s: float, *,
+                   command: Sequence[float] = (), log_path: str | Path | None = None,
+                   fifo_priority: int | None = None, damping_s: float = DAMPING_S,
+                   stop_requested: threading.Event | None = None, log_metadata: dict[str, str] | None = None,
+                   ) -> DeployResult:
+    """Arm, run in real time for ``duration_s`` (or until ``stop_requested`` is set), then stop and send
+    ``damping_s`` of damping ticks. The robot must be connected; the caller closes it.
+
+    With ``log_path``, both phases go to one MCAP deploy log (closed before returning).
+    """
+    values = command_values(runtime, command)
+    stop_requested = stop_requested or threading.Event()
+    log = None
+    if log_path is not None:
+        from robot_rl.data.mcap_log import DeployLogWriter
+
+        log = DeployLogWriter(log_path, metadata=log_metadata)
+    origin: list[float] = []  # perf_counter at the first tick ≈ that tick's deadline (the runtime's `now`)
+    changes_before = len(runtime.mode_changes)
+    # The run's last tick (run_loop runs round(duration / period) ticks) already sends damping, and so does
+    # the tick after a stop request: the pause before the damping loop's first tick (it collects garbage
+    # first) then holds damping, never a policy target.
+    last_tick = max(1, round(duration_s / runtime.spec.timing.policy_period_s)) - 1
+    damping_sent = threading.Event()
+
+    def on_tick(k: int, t: float) -> None:
+        if k == 0:
+            origin.append(time.perf_counter() - t)
+        if damping_sent.is_set():
+            raise _StopRequested
+        if stop_requested.is_set() or k == last_tick:
+            runtime.stop()
+            if k != last_tick:
+                damping_sent.set()
+
+    record: RunRecord | None = None
+    interrupted = stop_requested.is_set()
+    try:
+        try:
+            if not interrupted:
+                record = run_loop(runtime, robot, duration_s, realtime=True, arm=True, on_tick=on_tick,
+                                  commands=[CommandStep(0.0, values)] if values else (),
+                                  fifo_priority=fifo_priority, log=log)
+        except _StopRequested:
+            interrupted = True
+        finally:  # every way out of the run, an error included, ends in damping
+            runtime.stop()
+            damping = run_loop(runtime, robot, damping_s, realtime=True, arm=False, fifo_priority=fifo_priority,
+                               log=log)
+    finally:
+        if log is not None:
+            log.close()
+    t0 = origin[0] if origin else 0.0
+    return DeployResult(
+        record=record, damping=damping, interrupted=interrupted,
+        mode_changes=[(max(0.0, now - t0), mode) for now, mode in runtime.mode_changes[changes_before:]],
+        diagnostics=runtime.diagnostics(), log_path=None if log is None else log.path,
+        log_counts={} if log is None else {"enqueued": log.enqueued, "written": log.written,
+                                           "dropped": log.dropped},
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{1e3 * value:.3f}"
+
+
+def format_summary(result: DeployResult) -> str:
+    """The lines printed after a deployment: modes, safety counters, loop timing, log."""
+    lines = []
+    modes = ", ".join(f"{t:.2f} s {mode}" for t, mode in result.mode_changes) or "none"
+    lines.append(f"mode changes: {modes}" + ("  (interrupted by the operator)" if result.interrupted else ""))
+    safety = result.diagnostics.get("safety", {})
+    interventions = ", ".join(f"{k} {v}" for k, v in safety.get("interventions", {}).items()) or "none"
+    faults = ", ".join(f"{k} {v}" for k, v in safety.get("faults", {}).items()) or "none"
+    lines.append(f"safety: {safety.get('steps', 0)} steps; interventions: {interventions}; faults: {faults}")
+    for text in safety.get("last_fault", []):
+        lines.append(f"  last fault: {text}")
+    if result.record is not None:
+        timing = result.record.timing
+        for name in ("lateness_s", "work_s"):
+            d = timing[name]
+            lines.append(f"loop {name.removesuffix('_s')} (ms): p50 {_ms(d['p50'])}  p99 {_ms(d['p99'])}  "
+                         f"p99.9 {_ms(d['p99.9'])}  max {_ms(d['max'])}")
+        lines.append(f"loop: {timing['ticks']} ticks at {1 / timing['period_nominal_s']:g} Hz, "
+                     f"{timing['missed_deadlines']} missed deadlines (most in a row: "
+                     f"{timing['max_consecutive_overruns']})")
+    else:
+        lines.append("loop timing: not kept for an interrupted run" + (" (see the log)" if result.log_path else ""))
+    if result.log_path is not None:
+        c = result.log_counts
+        lines.append(f"log: {result.log_path} ({c.get('written', 0)} records, {c.get('dropped', 0)} dropped)")
+    final = result.damping.mode[-1] if result.damping.mode else result.diagnostics.get("mode")
+    lines.append(f"ended in {final} ({result.damping.ticks} damping ticks sent)")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT / SIGTERM set ``stop`` instead of raising, so the loop ends on a tick boundary and damps."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            print(f"\n{signal.Signals(signum).name}: stopping → damping", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
+def _fifo_for_new_threads(priority: int | None) -> Iterator[None]:
+    """SCHED_FIFO for the calling thread *before* the robot connects, so that every thread started from
+    here on inherits it: the DDS re-publish thread, the log writer, DDS's own threads. FIFO for the loop's
+    thread alone is not enough: a normal-priority thread descheduled while it holds the GIL makes the loop
+    wait (priority inversion), and on a loaded machine the overrun watchdog trips. Refusal is reported."""
+    if priority is None or not hasattr(os, "sched_setscheduler"):
+        yield
+        return
+    previous = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError as exc:  # EPERM without CAP_SYS_NICE / RLIMIT_RTPRIO; EINVAL for a bad priority
+        print(f"warning: SCHED_FIFO {priority} refused ({exc.strerror}); running at normal priority",
+              file=sys.stderr)
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, *previous)
+
+
+def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", interface: InterfaceName = "sim",
+           simulator: SimulatorName = "mujoco", duration_s: float = 20.0, command: tuple[float, ...] = (),
+           domain_id: int | None = None, network_interface: str | None = None, log: str | None = None,
+           fifo_priority: int | None = None) -> int:
+    """Run a policy on a robot in real time (sim or Unitree DDS), log it, and end in damping.
+
+    Arms, ramps from the measured pose to the default pose, runs the policy under the command, then stops
+    and sends damping before closing. Ctrl-C stops early the same way. Exit status: 0, or 1 when a safety
+    fault ended the run in damping, 2 for a bad argument.
+
+    Args:
+        robot: robot name (hardware/robots/NAME.yaml) or path to a spec file.
+        policy: exported policy (.onnx with its contract); checked against the robot spec and task.
+        interface: sim (in-process simulator stepping in real time) or unitree-dds (rt/lowcmd, rt/lowstate;
+            a robot, or `robot-rl bridge`).
+        simulator: the simulator for --interface sim.
+        duration_s: how long to run (ramp included) before stopping.
+        command: the operator command, one value per policy command (A1: lin_vel_x lin_vel_y ang_vel_z);
+            empty: all zero.
+        domain_id: DDS domain (default: the spec's interface.domain_id).
+        network_interface: network interface for DDS (default: the spec's interface.network_interface).
+        log: write an MCAP deploy log here (state, proposed and sent commands, safety events, timing).
+        fifo_priority: run the control loop, and every thread started for it (DDS, re-publish, log writer),
+            under SCHED_FIFO at this priority (needs CAP_SYS_NICE or root; refused: normal priority).
+    """
+    try:
+        runtime = DeployRuntime.load(robot, policy)
+        values = command_values(runtime, command)
+        spec = runtime.spec
+        if not (np.isfinite(duration_s) and duration_s > 0):
+            raise DeployError(f"duration_s must be a positive number of seconds, got {duration_s!r}")
+        if fifo_priority is not None and hasattr(os, "sched_get_priority_max"):
+            low, high = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
+            if not low <= fifo_priority <= high:
+                raise DeployError(f"fifo_priority must be in [{low}, {high}], got {fifo_priority}")
+        target = (f"DDS domain {spec.interface.domain_id if domain_id is None else domain_id}"
+                  if interface == "unitree-dds" else f"{simulator}, real time")
+        print(f"deploy: robot {spec.name}, policy {policy}, {interface} ({target}), {duration_s:g} s, command "
+              + (", ".join(f"{n}={v:g}" for n, v in zip(runtime.contract.commands.names, values, strict=True))),
+              flush=True)
+    except ValueError as exc:  # DeployError, a spec / contract mismatch, a task for another robot
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with _fifo_for_new_threads(fifo_priority):
+        try:
+            connected = connect_robot(spec, interface, simulator=simulator, domain_id=domain_id,
+                                      network_interface=network_interface)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # before arming: nothing was sent to the robot
+            print("interrupted before the robot was armed", file=sys.stderr)
+            return 130
+        stop = threading.Event()
+        try:
+            with _stop_on_signals(stop):
+                result = run_deployment(runtime, connected, duration_s, command=values, log_path=log,
+                                        fifo_priority=fifo_priority, stop_requested=stop,
+                                        log_metadata={"robot": spec.name, "policy": str(policy),
+                                                      "interface": interface})
+        finally:
+            connected.close()
+    print(format_summary(result), flush=True)
+    return 1 if result.faulted else 0

@@ -1,0 +1,347 @@
+"""Deploy logs: what the robot measured, what the policy proposed, what was sent, safety events and loop
+timing, in one MCAP file per run.
+
+Written off the control thread. ``log_*`` only copies the record's arrays and appends a tuple to a
+bounded deque (an append is atomic under the GIL: no lock, never blocks); when the deque is full the
+record is dropped and counted. A writer thread wakes every ``poll_s``, turns records into JSON and hands
+them to the ``mcap`` writer (zstd-compressed chunks). ``close()`` drains the queue, records the counters
+as MCAP metadata (``robot_rl.deploy_log``) and finishes the file (summary section and index).
+
+Channels, each with a JSON schema (``jsonschema`` encoding) and JSON messages (``json`` encoding):
+
+======================== ===========================  ==========================================
+topic                    schema name                  content
+======================== ===========================  ==========================================
+/robot/state             robot_rl/RobotState           ``RobotState`` as read
+/robot/command_proposed  robot_rl/JointCommand         before the safety chain
+/robot/command_sent      robot_rl/JointCommand         after it (what ``write()`` returned)
+/safety/events           robot_rl/SafetyEvent          each event of the chain (filter, fault, detail)
+/loop/timing             robot_rl/LoopTiming           per tick: lateness, work time, missed deadlines
+======================== ===========================  ==========================================
+
+rosbag2 compatibility: the container is what rosbag2's MCAP storage plugin writes (MCAP with chunks,
+message indexes and a summary section; log_time in ns since the epoch), so Foxglove Studio, the ``mcap``
+CLI and any MCAP reader open it, and the topic names follow ROS naming. The payloads are JSON, not CDR,
+and the schemas are JSON schemas, not ``ros2msg`` definitions: ``ros2 bag play`` cannot republish these
+channels as ROS messages (rosbag2 needs CDR messages of a ROS type), and ``ros2 bag info`` reads them only
+as far as the MCAP summary goes. Not-a-number values are written as ``null`` (JSON has no NaN).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.hardware.interface import JointCommand, RobotState
+
+try:
+    from mcap.exceptions import McapError
+    from mcap.reader import NonSeekingReader, make_reader
+    from mcap.writer import Writer
+except ImportError as exc:  # pragma: no cover - part of the deploy extra
+    raise ImportError("robot_rl.data.mcap_log needs the mcap package: pip install 'robot-rl[deploy]'") from exc
+
+STATE, PROPOSED, SENT, EVENTS, TIMING = ("/robot/state", "/robot/command_proposed", "/robot/command_sent",
+                                         "/safety/events", "/loop/timing")
+METADATA_NAME = "robot_rl.deploy_log"
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+DEFAULT_QUEUE_CAPACITY = 1 << 16  # ≈ 20 s of 500 Hz state + command + timing records
+
+_NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
+_VECTOR_OR_NULL = {"type": ["array", "null"], "items": {"type": ["number", "null"]}}
+_TIME = {"type": "number", "description": "time.monotonic() of the control process, s"}
+_COMMAND_SCHEMA = {"type": "object", "title": "robot_rl/JointCommand", "properties": {
+    "t": _TIME, "q_target": _NUMBERS, "dq_target": _NUMBERS, "kp": _NUMBERS, "kd": _NUMBERS, "tau_ff": _NUMBERS}}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    STATE: {"type": "object", "title": "robot_rl/RobotState", "properties": {
+        "t": {"type": "number", "description": "RobotState.timestamp: arrival time, time.monotonic(), s"},
+        "tick": {"type": "integer"}, "q": _NUMBERS, "dq": _NUMBERS, "tau": _NUMBERS,
+        "base_quat": _NUMBERS, "base_ang_vel": _NUMBERS, "base_lin_acc": _NUMBERS,
+        "base_lin_vel": _VECTOR_OR_NULL, "base_pos": _VECTOR_OR_NULL}},
+    PROPOSED: _COMMAND_SCHEMA,
+    SENT: _COMMAND_SCHEMA,
+    EVENTS: {"type": "object", "title": "robot_rl/SafetyEvent", "properties": {
+        "t": _TIME, "filter": {"type": "string"}, "fault": {"type": "boolean"}, "detail": {"type": "string"},
+        "joints": {"type": "array", "items": {"type": "integer"}}}},
+    TIMING: {"type": "object", "title": "robot_rl/LoopTiming", "properties": {
+        "t": _TIME, "tick": {"type": "integer"}, "lateness_s": {"type": ["number", "null"]},
+        "work_s": {"type": ["number", "null"]}, "missed": {"type": "integer"}}},
+}
+TOPICS = tuple(SCHEMAS)
+
+
+def _floats(values: np.ndarray | None) -> list | None:
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    if np.isfinite(values).all():
+        return values.tolist()
+    return [v if np.isfinite(v) else None for v in values.tolist()]
+
+
+def _scalar(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _copy(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else np.array(a, dtype=np.float64)
+
+
+class DeployLogWriter:
+    """Append records from the control thread; a background thread writes them. See the module docstring."""
+
+    def __init__(self, path: str | Path, *, queue_capacity: int = DEFAULT_QUEUE_CAPACITY, poll_s: float = 0.01,
+                 metadata: dict[str, str] | None = None) -> None:
+        if queue_capacity < 1:
+            raise ValueError(f"DeployLogWriter queue_capacity must be >= 1, got {queue_capacity!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.queue_capacity, self.poll_s = queue_capacity, poll_s
+        self.enqueued = self.dropped = self.written = 0
+        self._queue: deque[tuple[str, int, tuple]] = deque()
+        self._closing = threading.Event()
+        self._error: BaseException | None = None
+        self._stream = self.path.open("wb")
+        self._writer = Writer(self._stream)
+        self._writer.start(profile="", library="robot_rl deploy log")
+        self._channels = {}
+        for topic, schema in SCHEMAS.items():
+            schema_id = self._writer.register_schema(name=schema["title"], encoding="jsonschema",
+                                                     data=json.dumps(schema, sort_keys=True).encode())
+            self._channels[topic] = self._writer.register_channel(topic=topic, message_encoding="json",
+                                                                  schema_id=schema_id)
+        self._sequence = dict.fromkeys(SCHEMAS, 0)
+        self._user_metadata = dict(metadata or {})
+        self._thread = threading.Thread(target=self._run, name="deploy-log-writer", daemon=True)
+        self._thread.start()
+
+    # --- control thread: enqueue only ---------------------------------------------------------------
+
+    def _put(self, topic: str, payload: tuple) -> bool:
+        if len(self._queue) >= self.queue_capacity or self._closing.is_set():
+            self.dropped += 1
+            return False
+        self._queue.append((topic, time.time_ns(), payload))
+        self.enqueued += 1
+        return True
+
+    def log_state(self, state: RobotState) -> bool:
+        """Queue one state; False when it was dropped (queue full or writer closing)."""
+        return self._put(STATE, (state.timestamp, state.tick, _copy(state.q), _copy(state.dq), _copy(state.tau),
+                                 _copy(state.base_quat), _copy(state.base_ang_vel), _copy(state.base_lin_acc),
+                                 _copy(state.base_lin_vel), _copy(state.base_pos)))
+
+    def log_command(self, command: JointCommand, *, sent: bool, t: float | None = None) -> bool:
+        """Queue a command: ``sent=False`` before the safety chain (proposed), ``True`` after it."""
+        return self._put(SENT if sent else PROPOSED,
+                         (time.monotonic() if t is None else t, _copy(command.q_target), _copy(command.dq_target),
+                          _copy(command.kp), _copy(command.kd), _copy(command.tau_ff)))
+
+    def log_event(self, event: object, t: float | None = None) -> bool:
+        """Queue a safety event (``robot_rl.safety.filters.SafetyEvent`` or anything with ``filter_name``,
+        ``fault``, ``detail`` and ``joints``; a plain string is logged as a non-fault "note")."""
+        if isinstance(event, str):
+            fields = ("note", False, event, ())
+        else:
+            fields = (str(event.filter_name), bool(event.fault), str(event.detail),
+                      tuple(int(j) for j in getattr(event, "joints", ())))
+        return self._put(EVENTS, (time.monotonic() if t is None else t, *fields))
+
+    def log_timing(self, tick: int, lateness_s: float, work_s: float, missed: int = 0,
+                   t: float | None = None) -> bool:
+        """Queue one control tick's timing (``RateLoop``'s ``Tick`` fields and the work time)."""
+        return self._put(TIMING, (time.monotonic() if t is None else t, int(tick), float(lateness_s),
+                                  float(work_s), int(missed)))
+
+    # --- writer thread -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _message(topic: str, p: tuple) -> dict[str, Any]:
+        if topic == STATE:
+            keys = ("q", "dq", "tau", "base_quat", "base_ang_vel", "base_lin_acc", "base_lin_vel", "base_pos")
+            return {"t": p[0], "tick": p[1], **{k: _floats(v) for k, v in zip(keys, p[2:], strict=True)}}
+        if topic in (PROPOSED, SENT):
+            keys = ("q_target", "dq_target", "kp", "kd", "tau_ff")
+            return {"t": p[0], **{k: _floats(v) for k, v in zip(keys, p[1:], strict=True)}}
+        if topic == EVENTS:
+            return {"t": p[0], "filter": p[1], "fault": p[2], "detail": p[3], "joints": list(p[4])}
+        return {"t": p[0], "tick": p[1], "lateness_s": _scalar(p[2]), "work_s": _scalar(p[3]), "missed": p[4]}
+
+    def _drain(self) -> int:
+        count = 0
+        while self._queue:
+            topic, log_time, payload = self._queue.popleft()
+            data = json.dumps(self._message(topic, payload), allow_nan=False, separators=(",", ":")).encode()
+            self._writer.add_message(channel_id=self._channels[topic], log_time=log_time, publish_time=log_time,
+                                     data=data, sequence=self._sequence[topic])
+            self._sequence[topic] += 1
+            count += 1
+        self.written += count
+        return count
+
+    def _run(self) -> None:
+        try:
+            while not self._closing.is_set():
+                if not self._drain():
+                    self._closing.wait(self.poll_s)  # close() wakes it at once
+            self._drain()
+        except BaseException as exc:  # disk full, bad value: reported by close(), never on the control thread
+            self._error = exc
+            self._closing.set()
+
+    def close(self) -> None:
+        """Write everything queued, the counters as metadata, and the MCAP summary. Idempotent."""
+        if self._stream.closed:
+            return
+        self._closing.set()
+        self._thread.join()
+        try:
+            if self._error is None:
+                self._writer.add_metadata(METADATA_NAME, {
+                    "enqueued": str(self.enqueued), "written": str(self.written), "dropped_records": str(self.dropped),
+                    "queue_capacity": str(self.queue_capacity), **self._user_metadata})
+            self._writer.finish()
+        finally:
+            self._stream.close()
+        if self._error is not None:
+            raise RuntimeError(f"deploy log {self.path}: the writer thread failed after {self.written} records: "
+                               f"{self._error!r}") from self._error
+
+    def __enter__(self) -> DeployLogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    topic: str
+    log_time_ns: int
+    data: dict[str, Any]
+
+
+def read_log(path: str | Path, topics: tuple[str, ...] | None = None) -> Iterator[LogRecord]:
+    """The log's messages in log-time order (all topics, or ``topics``), read with the ``mcap`` reader.
+
+    A log whose writer never finished (the process died) has no summary section; it is then read from the
+    start up to its last complete chunk, in file order (= log-time order for one writer).
+    """
+    path = Path(path)
+    wanted = list(topics) if topics else None
+    with path.open("rb") as stream:
+        try:
+            reader = make_reader(stream)
+            finished = reader.get_summary() is not None
+        except (McapError, EOFError, ValueError):
+            finished = False
+        if finished:
+            try:
+                for _schema, channel, message in reader.iter_messages(topics=wanted):
+                    yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
+            except McapError as exc:
+                raise ValueError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
+            return
+        stream.seek(0)
+        messages = NonSeekingReader(stream).iter_messages(topics=wanted, log_time_order=False)
+        try:
+            for _schema, channel, message in messages:
+                yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
+        except (McapError, EOFError, ValueError) as exc:
+            if stream.tell() <= len(MCAP_MAGIC):
+                raise ValueError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
+            # a truncated tail: everything before it has been read
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+    a = np.asarray(values, dtype=np.float64)
+    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def summarize_log(path: str | Path) -> dict[str, Any]:
+    """Duration, messages per channel, safety events, loop-timing percentiles and dropped records."""
+    path = Path(path)
+    counts: Counter[str] = Counter()
+    first = last = None
+    by_filter: Counter[str] = Counter()
+    faults, examples = 0, []
+    lateness, work, missed = [], [], 0
+    for record in read_log(path):
+        counts[record.topic] += 1
+        first = record.log_time_ns if first is None else min(first, record.log_time_ns)
+        last = record.log_time_ns if last is None else max(last, record.log_time_ns)
+        d = record.data
+        if record.topic == EVENTS:
+            by_filter[d["filter"]] += 1
+            faults += bool(d["fault"])
+            if len(examples) < 10:
+                examples.append(f"[{'FAULT' if d['fault'] else 'limit'}] {d['filter']}: {d['detail']}")
+        elif record.topic == TIMING:
+            if d["lateness_s"] is not None:
+                lateness.append(d["lateness_s"])
+            if d["work_s"] is not None:
+                work.append(d["work_s"])
+            missed += d["missed"]
+    meta: dict[str, str] = {}
+    with path.open("rb") as stream:
+        try:
+            for record in make_reader(stream).iter_metadata():
+                if record.name == METADATA_NAME:
+                    meta = dict(record.metadata)
+        except (McapError, EOFError, ValueError):
+            pass  # not finished: the counters are written by close()
+    return {
+        "file": str(path),
+        "duration_s": 0.0 if first is None else (last - first) * 1e-9,
+        "messages": {topic: counts.get(topic, 0) for topic in TOPICS} | {t: n for t, n in counts.items()
+                                                                         if t not in TOPICS},
+        "safety_events": {"total": sum(by_filter.values()), "faults": faults, "by_filter": dict(by_filter),
+                          "first": examples},
+        "timing": {"ticks": len(lateness), "missed_deadlines": missed, "lateness_s": _percentiles(lateness),
+                   "work_s": _percentiles(work)},
+        "dropped_records": int(meta["dropped_records"]) if "dropped_records" in meta else None,
+        "closed_cleanly": bool(meta),
+    }
+
+
+def log_summarize(file: str, /) -> int:
+    """Summarize a deploy log (MCAP): duration, messages per channel, safety events, loop timing, drops."""
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = summarize_log(file)
+    console = Console()
+    console.print(f"[bold]{summary['file']}[/bold]: {summary['duration_s']:.2f} s"
+                  + ("" if summary["closed_cleanly"] else "  [red](not closed cleanly: no counters)[/red]"))
+    table = Table(title="messages")
+    table.add_column("channel")
+    table.add_column("count", justify="right")
+    for topic, count in summary["messages"].items():
+        table.add_row(topic, str(count))
+    console.print(table)
+    timing = summary["timing"]
+    table = Table(title=f"loop timing ({timing['ticks']} ticks, {timing['missed_deadlines']} missed deadlines)")
+    for col in ("", "p50 (ms)", "p99 (ms)", "max (ms)"):
+        table.add_column(col, justify="right" if col else "left")
+    for name in ("lateness_s", "work_s"):
+        row = timing[name]
+        table.add_row(name.removesuffix("_s"), *("-" if row[k] is None else f"{1e3 * row[k]:.3f}"
+                                                 for k in ("p50", "p99", "max")))
+    console.print(table)
+    events = summary["safety_events"]
+    console.print(f"safety events: {events['total']} ({events['faults']} faults) "
+                  + ", ".join(f"{k}: {v}" for k, v in sorted(events["by_filter"].items())))
+    for line in events["first"]:
+        console.print(f"  {line}", markup=False)
+    console.print(f"dropped records: {summary['dropped_records'] if summary['dropped_records'] is not None else '?'}")
+    return 0

@@ -1,0 +1,299 @@
+"""A MuJoCo robot behind Unitree's low-level DDS protocol: the runtime cannot tell it from the firmware.
+
+The bridge publishes ``rt/lowstate`` (tick, IMU from the sim, motor q/dq/tau_est, CRC set as the
+firmware sets it) and consumes ``rt/lowcmd`` as the motor firmware does: a frame with a bad CRC is
+dropped (counted), the latest good frame is executed by every motor as
+``tau = tau_ff + kp·(q* − q) + kd·(dq* − dq)``, clipped to the spec's effort limit, at every physics
+substep (the PD runs inside ``mj_step``, see ``robot_rl.robots.mujoco_model``), until the next frame
+replaces it (a motor holds its last command when the stream stops, as real drivers do). Until the first
+good command the motors are passive (zero torque), as firmware in zero-torque mode; the robot starts at
+the spec's default pose with its base at ``base_height``, so it sags and falls: standing it up is the
+runtime's ramp.
+
+Timing: one bridge tick per ``hardware_period_s`` (500 Hz) on fixed deadlines. Physics runs at
+``hardware_period_s / ceil(hardware_period_s / physics_period_s)``: a whole number of physics steps per
+tick, never coarser than the spec's physics period (A1: 2 ms hardware period, 5 ms spec physics → one
+2 ms step per tick). A tick that misses its deadline still advances physics by every missed period (sim
+time keeps pace with wall time, as the robot's clock does) but publishes one state. ``tick`` in
+``LowState`` is milliseconds of sim time, like the firmware's millisecond counter.
+
+Side channel: ``rt/robot_rl/sim_bridge_status`` (``SimBridgeStatus_``, 10 Hz) carries the bridge's
+counters (commands received / applied / rejected for a bad CRC, states dropped, ...) and the base height
+(sim ground truth). Real firmware has no such topic and the runtime never reads it; tests and people do.
+Frames with a wrong ``mode_machine`` (unitree_hg) are dropped too: we assume the firmware ignores them,
+which is why the SDK examples echo the robot's value.
+
+Faults (``robot_rl.hardware.faults``) are decided from sim time and message indices only.
+
+    python -m robot_rl.hardware.sim_bridge --robot a1 --domain-id 0      # or: robot-rl bridge ...
+"""
+
+import gc
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import mujoco
+
+from robot_rl.control.loop_timing import RateLoop
+from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
+from robot_rl.dds.crc import crc_ok, with_crc
+from robot_rl.hardware.faults import FaultConfig
+from robot_rl.hardware.interface import JointCommand
+from robot_rl.hardware.unitree_dds import MotorSlotMap, delete_entities, serialize_for, write_serialized
+from robot_rl.robots.mujoco_model import build_mujoco_model
+from robot_rl.robots.spec import RobotSpec, load_robot
+
+try:
+    import cyclonedds.idl as idl
+    import cyclonedds.idl.annotations as annotate
+    import cyclonedds.idl.types as types
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    from cyclonedds.util import duration
+except ImportError as exc:  # only without the deploy extra
+    raise ImportError(CYCLONEDDS_MISSING) from exc
+
+TOPIC_BRIDGE_STATUS = "rt/robot_rl/sim_bridge_status"
+COMMAND_READER_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(16))
+STATE_WRITER_QOS = Qos(Policy.Reliability.Reliable(duration(milliseconds=100)), Policy.History.KeepLast(1))
+STATUS_QOS = Qos(Policy.Reliability.Reliable(duration(milliseconds=100)), Policy.History.KeepLast(1))
+MAX_CATCH_UP_PERIODS = 50  # physics never runs more than this many periods in one tick (a stalled process)
+
+
+@dataclass
+@annotate.final
+@annotate.autoid("sequential")
+class SimBridgeStatus_(idl.IdlStruct, typename="robot_rl.msg.dds_.SimBridgeStatus_"):
+    sim_time_s: types.float64 = 0.0
+    tick: types.uint32 = 0  # tick of the newest state built (published or not)
+    tick_origin_monotonic_s: types.float64 = 0.0  # time.monotonic() of tick 0 (one clock for all processes)
+    states_published: types.uint64 = 0
+    states_dropped: types.uint64 = 0  # by the drop fault
+    states_pending: types.uint32 = 0  # held back by the delay fault
+    frozen: types.uint8 = 0  # freeze fault active
+    commands_received: types.uint64 = 0
+    commands_applied: types.uint64 = 0
+    commands_bad_crc: types.uint64 = 0
+    commands_rejected: types.uint64 = 0  # good CRC but not executable (non-finite, wrong mode_machine)
+    command_active: types.uint8 = 0  # 0 while the motors are still passive from the start
+    last_command_reserve: types.uint32 = 0  # reserve field of the command in force (a tag, see unitree_dds)
+    missed_deadlines: types.uint64 = 0
+    base_height_m: types.float64 = 0.0  # sim ground truth, not something the robot reports
+    base_x_m: types.float64 = 0.0  # sim ground truth too: the base's world position in the ground plane
+    base_y_m: types.float64 = 0.0
+
+
+class SimBridge:
+    """The bridge; ``run()`` serves until ``duration_s``, ``stop()``, or the kill fault."""
+
+    def __init__(self, spec: RobotSpec, faults: FaultConfig | None = None, domain_id: int = 0, *,
+                 network_interface: str = "lo", realtime: bool = True, mode_machine: int = 0,
+                 status_period_s: float = 0.1, spin_s: float = 0.0) -> None:
+        self.spec = spec
+        self.faults = faults or FaultConfig()
+        self.domain_id, self.network_interface = domain_id, network_interface
+        self.realtime, self.spin_s = realtime, spin_s
+        self.slot_map = MotorSlotMap.from_spec(spec)
+        if isinstance(mode_machine, bool) or not isinstance(mode_machine, int) or not 0 <= mode_machine <= 0xFF:
+            raise ValueError(f"sim bridge mode_machine must be an integer in 0..255 (uint8), got {mode_machine!r}")
+        self.mode_machine = mode_machine
+        self.period_s = spec.timing.hardware_period_s
+        self.substeps = max(1, math.ceil(self.period_s / spec.timing.physics_period_s - 1e-9))
+        self.robot = build_mujoco_model(spec)
+        self.robot.model.opt.timestep = self.period_s / self.substeps
+        self.data = self.robot.make_data()
+        self.data.ctrl[:] = 0.0  # passive: zero torque until the first good LowCmd
+        self.status = SimBridgeStatus_()
+        self.status_every = max(1, round(status_period_s / self.period_s))
+        self._state_msg = self.slot_map.family.default_low_state()
+        if self.slot_map.is_hg:
+            self._state_msg.mode_machine = mode_machine
+        self._pending: deque[tuple[float, bytes]] = deque()  # (release sim time, serialized LowState)
+        self._frozen_bytes: bytes | None = None
+        self._stop = threading.Event()
+        self._entities: list = []
+        self.periods = 0  # hardware periods simulated
+
+    def describe(self) -> str:
+        dt_ms = 1e3 * self.robot.model.opt.timestep
+        return (f"sim bridge: robot {self.spec.name} ({self.slot_map.family.__name__.rsplit('.', 1)[-1]}), DDS "
+                f"domain {self.domain_id} on {self.network_interface}, {1 / self.period_s:g} Hz, physics "
+                f"{self.substeps} × {dt_ms:g} ms per tick, {'real time' if self.realtime else 'as fast as possible'}"
+                f", faults: {self.faults.describe()}")
+
+    def open(self) -> None:
+        family = self.slot_map.family
+        dp = make_participant(self.domain_id, self.network_interface)
+        self._cmd_reader = DataReader(dp, Topic(dp, TOPIC_LOWCMD, family.LowCmd_), qos=COMMAND_READER_QOS)
+        self._state_writer = DataWriter(dp, Topic(dp, TOPIC_LOWSTATE, family.LowState_), qos=STATE_WRITER_QOS)
+        self._status_writer = DataWriter(dp, Topic(dp, TOPIC_BRIDGE_STATUS, SimBridgeStatus_), qos=STATUS_QOS)
+        self._entities = [self._cmd_reader, self._state_writer, self._status_writer, dp]
+
+    def close(self) -> None:
+        delete_entities(self._entities)
+        self._entities = []
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- one tick ---------------------------------------------------------------------------------
+
+    def _take_commands(self) -> None:
+        """Execute the newest executable LowCmd, as the firmware would (frames in arrival order)."""
+        s, faults = self.status, self.faults
+        newest: JointCommand | None = None
+        for msg in self._cmd_reader.take(N=16):
+            if not msg.sample_info.valid_data:  # a controller went away: no data, only an instance state
+                continue
+            index = s.commands_received
+            s.commands_received += 1
+            if faults.corrupt_command(index):
+                msg.crc ^= 0x00010000  # one flipped bit on the "wire"
+            if not crc_ok(msg):
+                s.commands_bad_crc += 1
+                continue
+            command = self.slot_map.decode_command(msg)
+            if command is None or (self.slot_map.is_hg and msg.mode_machine != self.mode_machine):
+                s.commands_rejected += 1
+                continue
+            newest = command
+            s.last_command_reserve = msg.reserve[0] if self.slot_map.is_hg else msg.reserve
+        if newest is not None:
+            self.robot.apply_command(self.data, newest)
+            s.commands_applied += 1
+            s.command_active = 1
+
+    def _publish_state(self, t: float) -> None:
+        s, faults = self.status, self.faults
+        tick = round(1e3 * t)
+        s.tick = tick & 0xFFFFFFFF
+        if faults.frozen(t) and self._frozen_bytes is not None:
+            s.frozen = 1
+            data = self._frozen_bytes
+        else:
+            state = self.robot.read_state(self.data)
+            msg = self._state_msg
+            self.slot_map.encode_state(state, msg, tick)
+            with_crc(msg)
+            if faults.corrupt_state_crc:
+                msg.crc ^= 0x00010000
+            data = serialize_for(self._state_writer, msg)
+            if faults.frozen(t):
+                self._frozen_bytes = data
+                s.frozen = 1
+        index = s.states_published + s.states_dropped + len(self._pending)
+        if faults.drop_state(index, t):
+            s.states_dropped += 1
+        else:
+            self._pending.append((faults.release_time(t), data))
+        while self._pending and self._pending[0][0] <= t + 1e-9:
+            write_serialized(self._state_writer, self._pending.popleft()[1])
+            s.states_published += 1
+        s.states_pending = len(self._pending)
+
+    def tick(self, periods: int = 1) -> bool:
+        """Commands in, ``periods`` hardware periods of physics, one state out. False once killed."""
+        self._take_commands()
+        mujoco.mj_step(self.robot.model, self.data, nstep=min(periods, MAX_CATCH_UP_PERIODS) * self.substeps)
+        self.periods += periods
+        t = self.periods * self.period_s
+        self.status.sim_time_s = t
+        if self.faults.killed(t):
+            return False
+        self._publish_state(t)
+        if self.periods % self.status_every < periods:
+            x, y, z = self.data.xpos[self.robot.base_body_id].tolist()
+            self.status.base_x_m, self.status.base_y_m, self.status.base_height_m = x, y, z
+            self._status_writer.write(self.status)
+        return True
+
+    def run(self, duration_s: float | None = None) -> str:
+        """Serve until ``duration_s`` of sim time, ``stop()`` or the kill fault; returns which
+        ("duration", "stopped", "killed")."""
+        gc.collect()
+        gc.freeze()  # later collections skip the model and the DDS machinery
+        # The state of sim time t leaves at wall time origin + t: each tick waits for the end of the period
+        # it simulates. (perf_counter and monotonic are both CLOCK_MONOTONIC on Linux.)
+        loop = RateLoop(self.period_s, spin_s=self.spin_s)
+        self.status.tick_origin_monotonic_s = time.monotonic() - self.periods * self.period_s
+        loop.start()
+        end_periods = None if duration_s is None else self.periods + round(duration_s / self.period_s)
+        periods = 1
+        while not self._stop.is_set():
+            if end_periods is not None and self.periods >= end_periods:
+                return "duration"
+            if self.realtime:
+                periods = 1 + loop.wait_next().missed
+                self.status.missed_deadlines = loop.stats.missed_deadlines
+            if not self.tick(periods):
+                return "killed"
+        return "stopped"
+
+    def summary(self) -> dict:
+        return {name: getattr(self.status, name) for name in SimBridgeStatus_.__annotations__}
+
+
+def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None = None, drop: float = 0.0,
+               delay_ms: float = 0.0, freeze_at_s: float | None = None, corrupt_crc: bool = False,
+               kill_at_s: float | None = None, realtime: bool = True, corrupt_command: float = 0.0,
+               network_interface: str = "lo", mode_machine: int = 0, seed: int = 0) -> int:
+    """Run a MuJoCo robot behind Unitree's low-level DDS protocol (rt/lowstate, rt/lowcmd), with faults.
+
+    Args:
+        robot: robot name (hardware/robots/NAME.yaml) or path to a spec file; its interface must be unitree_dds.
+        domain_id: DDS domain to serve on.
+        duration_s: stop after this much sim time (default: until Ctrl-C / SIGTERM).
+        drop: probability that each LowState is dropped.
+        delay_ms: every LowState leaves this long after it was measured.
+        freeze_at_s: from this sim time on, LowState repeats (same tick and values) at the full rate.
+        corrupt_crc: every published LowState carries a bad CRC.
+        kill_at_s: exit abruptly at this sim time (no goodbye on the network), as a crash would.
+        realtime: pace ticks on fixed wall-clock deadlines; off: as fast as possible.
+        corrupt_command: probability that an incoming LowCmd is corrupted before its CRC check.
+        network_interface: interface the DDS traffic stays on (loopback for a sim).
+        mode_machine: unitree_hg only: the robot variant the bridge reports (commands must echo it).
+        seed: seed of the random drop / corruption decisions.
+    """
+    spec = load_robot(robot)
+    faults = FaultConfig(drop_probability=drop, delay_s=1e-3 * delay_ms, freeze_at_s=freeze_at_s,
+                         corrupt_state_crc=corrupt_crc, corrupt_command_probability=corrupt_command,
+                         kill_at_s=kill_at_s, seed=seed)
+    bridge = SimBridge(spec, faults, domain_id, network_interface=network_interface, realtime=realtime,
+                       mode_machine=mode_machine)
+    print(bridge.describe(), flush=True)
+    bridge.open()
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = {sig: signal.signal(sig, lambda *_: bridge.stop())
+                for sig in (signal.SIGINT, signal.SIGTERM) if in_main_thread}
+    try:
+        reason = bridge.run(duration_s)
+        print(f"sim bridge {reason} at t={bridge.status.sim_time_s:.3f} s: {json.dumps(bridge.summary())}",
+              flush=True)
+        if reason == "killed":
+            sys.stderr.flush()
+            os._exit(0)  # a crash: no DDS goodbye, no cleanup
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        bridge.close()
+    return 0
+
+
+def main() -> int:
+    import tyro
+
+    return tyro.cli(run_bridge)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

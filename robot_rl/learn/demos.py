@@ -1,0 +1,308 @@
+"""Demonstrations for panda-push: the scripted expert drives arm teleop through the deploy runtime, and
+every running tick is written to a LeRobotDataset v3.0.
+
+One episode (:func:`run_push_episode`, shared with the BC evaluation so demos and policies are judged by
+the same code): a fresh ``SimRobot`` with the task's scene (table, cube at the episode's start), a fresh
+``DeployRuntime`` around the controller, the goal set as the task command, arm → ramp to the default pose
+(not recorded) → ``episode_length_s`` of running ticks. Each tick: read the state, let ``before_step`` act
+(the expert polls and hands its command to the ``ArmTeleopController``), ``runtime.step`` (controller →
+safety chain), write the command. Success: the cube within the task's radius of the goal at the end.
+
+Recorded per running tick (features of the dataset):
+
+- ``observation.state`` — the task's actor observation of the tick's state, built by the same
+  ``ObservationBuilder`` the policy controller uses (so it is exactly what a policy will be fed), float32;
+  its names spell out the contract's observation layout.
+- ``observation.environment_state`` — cube position (base frame) and goal, for analysis.
+- ``action`` — the joint position action the controller chose, in the task's ``JointPositionAction``
+  space: ``(q_target − default) / scale`` before the safety chain (which then acts on a policy's output
+  exactly as it acted on the teleop's).
+
+Demos are recorded until ``episodes`` successful ones are written (failed expert episodes are counted in
+the expert's success rate and not written); the episode at which the expert marked success is the
+dataset's ``success_frame``.
+
+Adapter note: episodes go straight to ``robot_rl.data.lerobot_dataset.LeRobotDatasetWriter`` through
+:func:`_write_episode`, the one place to switch to the teleop ``EpisodeRecorder`` once it exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from robot_rl.control.runtime import Controller, DeployRuntime
+from robot_rl.control.state_machine import ControllerMode
+from robot_rl.hardware.interface import RobotState
+from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
+from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.tasks import panda_push
+from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
+from robot_rl.tasks.registry import make_task
+from robot_rl.tasks.task import TaskCfg
+
+if TYPE_CHECKING:
+    from robot_rl.teleop.arm_ik import TeleopSource
+    from robot_rl.teleop.recorder import EpisodeRecorder
+
+TASK_TEXT = "push the red cube to the goal on the table"
+
+
+class TaskObservation:
+    """The task's actor observation of one ``RobotState`` (N = 1), as the policy controller builds it."""
+
+    def __init__(self, task: TaskCfg, spec: RobotSpec):
+        j, c = spec.num_joints, task.commands.size
+        self.builder = ObservationBuilder(task.actor_obs, 1, j, c, j, noise=False)
+        self.dim = self.builder.dim
+        self.default_q = spec.default_positions
+        self.last_action = np.zeros((1, j))
+        self.names = observation_names(task, spec)
+
+    def reset(self) -> None:
+        self.builder.reset()
+        self.last_action.fill(0.0)
+
+    def __call__(self, state: RobotState, command: np.ndarray) -> np.ndarray:
+        inputs = ObsInputs(
+            q=state.q[None], dq=state.dq[None], default_q=self.default_q, base_quat=state.base_quat[None],
+            base_ang_vel=state.base_ang_vel[None], command=np.asarray(command, dtype=np.float64)[None],
+            last_action=self.last_action,
+            base_lin_vel=None if state.base_lin_vel is None else state.base_lin_vel[None],
+            object_pos=None if state.object_pos is None else np.asarray(state.object_pos)[None],
+        )
+        return self.builder.compute(inputs)[0].copy()
+
+
+def observation_names(task: TaskCfg, spec: RobotSpec) -> tuple[str, ...]:
+    """One name per observation element, e.g. ``joint_pos_rel.panda_joint1``, ``command.goal_x``, in order."""
+    j, c = spec.num_joints, task.commands.size
+    per_term = {"joint_pos_rel": spec.joint_names, "joint_vel": spec.joint_names, "last_action": spec.joint_names,
+                "command": task.commands.names, "object_pos": ("x", "y", "z"), "base_lin_vel": ("x", "y", "z"),
+                "base_ang_vel": ("x", "y", "z"), "projected_gravity": ("x", "y", "z")}
+    names: list[str] = []
+    for term, size in zip(task.actor_obs.terms, task.actor_obs.term_sizes(j, c, j), strict=True):
+        parts = per_term.get(term.name, tuple(str(i) for i in range(size)))
+        for h in range(term.history_length):
+            suffix = f"[t-{term.history_length - 1 - h}]" if term.history_length > 1 else ""
+            names += [f"{term.name}{suffix}.{p}" for p in parts]
+    return tuple(names)
+
+
+@dataclass
+class EpisodeOutcome:
+    success: bool  # the task's criterion at the episode's end
+    final_distance_m: float
+    running_ticks: int
+    faulted: bool  # the safety chain latched a fault
+    saved: bool = False  # a recorder wrote the episode
+    safety: dict = field(default_factory=dict)
+
+
+def demo_features(task: TaskCfg, spec: RobotSpec) -> dict:
+    """Dataset features of arm demos for ``task``: the teleop recorder's usual ones (observation.state =
+    the task's actor observation, action, teleop.command) plus the cube and goal."""
+    from robot_rl.data.lerobot_dataset import Feature
+    from robot_rl.teleop.recorder import teleop_features
+
+    env_names = ("cube_x", "cube_y", "cube_z", *task.commands.names)
+    return teleop_features(observation_names(task, spec), spec.joint_names, extra={
+        "observation.environment_state": Feature("float32", (len(env_names),), env_names)})
+
+
+def run_push_episode(
+    spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpisode, controller: Controller, *,
+    simulator: SimulatorName = "mujoco", robot: SimRobot | None = None, device: TeleopSource | None = None,
+    recorder: EpisodeRecorder | None = None,
+) -> EpisodeOutcome:
+    """One lockstep episode through ``DeployRuntime`` (see the module docstring).
+
+    ``device``: polled every tick, as a teleop session polls; its command goes to the controller
+    (``set_teleop``) and its buttons to ``recorder``, which gets a frame on every running tick while it
+    records. The episode ends after ``episode_length_s`` of running ticks, or once the recorder has closed
+    the episode it opened; one still open then is discarded (the operator never pressed stop).
+    """
+    robot = robot if robot is not None else SimRobot(spec, simulator, scene=panda_push.push_scene(episode.cube_xy))
+    observe = TaskObservation(task, spec)
+    n_run = round(task.episode_length_s / spec.timing.policy_period_s)
+    runtime = DeployRuntime(spec, controller)
+    runtime.set_command(episode.command)
+    runtime.arm()
+    running, faulted, opened = 0, False, False
+    saved_before = len(recorder.saved) if recorder is not None else 0
+    robot.connect()
+    try:
+        state = robot.read()
+        while running < n_run:
+            command = device.poll() if device is not None else None
+            if command is not None:
+                controller.set_teleop(command)
+                if recorder is not None:
+                    recorder.handle(command.buttons)
+                    opened |= recorder.recording
+                    if opened and not recorder.recording:
+                        break  # the operator closed the episode
+            result = runtime.step(state, robot.sim_time())
+            if result.mode is ControllerMode.DAMPING:
+                faulted = True
+                break
+            robot.write(result.command)
+            if result.mode is ControllerMode.RUNNING:
+                if recorder is not None and recorder.recording:
+                    env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
+                    recorder.add_frame({"observation.state": observe(state, controller.last_command),
+                                        "observation.environment_state": env,
+                                        "action": controller.last_raw_action.astype(np.float32)}, command)
+                running += 1
+            state = robot.read()
+        final = state.object_pos
+    finally:
+        robot.close()
+    if recorder is not None and recorder.recording:
+        recorder.discard()
+    return EpisodeOutcome(
+        success=panda_push.push_success(final, episode.goal_xy) and not faulted,
+        final_distance_m=panda_push.goal_distance(final, episode.goal_xy), running_ticks=running, faulted=faulted,
+        saved=recorder is not None and len(recorder.saved) > saved_before, safety=runtime.diagnostics()["safety"],
+    )
+
+
+def expert_episode(spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpisode, rng: np.random.Generator,
+                   simulator: SimulatorName = "mujoco", recorder: EpisodeRecorder | None = None) -> EpisodeOutcome:
+    """The scripted expert drives ``ArmTeleopController`` for one episode (recording into ``recorder``)."""
+    from robot_rl.teleop.arm_ik import ArmTeleopController
+    from robot_rl.teleop.scripted_expert import ScriptedPushExpert
+
+    controller = ArmTeleopController(spec, task)
+    robot = SimRobot(spec, simulator, scene=panda_push.push_scene(episode.cube_xy))
+    expert = ScriptedPushExpert(spec, robot, episode.goal_xy, rng, kinematics=controller.ik.kin)
+    return run_push_episode(spec, task, episode, controller, robot=robot, device=expert, recorder=recorder)
+
+
+@dataclass(frozen=True)
+class DemoSummary:
+    out_dir: str
+    written: int  # demos in the dataset (expert episodes that succeeded and were stopped by the expert)
+    attempts: int
+    expert_successes: int  # attempts that met the task's success criterion
+    frames: int
+
+    @property
+    def expert_success_rate(self) -> float:
+        return self.expert_successes / max(self.attempts, 1)
+
+
+def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "demos/panda_push", seed: int = 0,
+                  simulator: SimulatorName = "mujoco", max_attempts_factor: float = 3.0,
+                  progress: bool = True) -> DemoSummary:
+    """Record ``episodes`` successful scripted-expert demos into a LeRobot v3 dataset at ``out_dir``
+    (appending if it already holds demos with the same features)."""
+    from robot_rl.data.lerobot_dataset import LeRobotDatasetWriter
+    from robot_rl.teleop.recorder import EpisodeRecorder
+
+    if task != panda_push.NAME:
+        raise ValueError(f"the scripted expert knows task {panda_push.NAME!r} only, got {task!r}")
+    if episodes < 1:
+        raise ValueError(f"episodes must be ≥ 1, got {episodes}")
+    cfg = make_task(task)
+    spec = load_robot(cfg.robot)
+    writer = LeRobotDatasetWriter(Path(out_dir), fps=round(1.0 / spec.timing.policy_period_s),
+                                  features=demo_features(cfg, spec), robot_type=spec.name)
+    recorder = EpisodeRecorder(writer, task=TASK_TEXT)
+    rng = np.random.default_rng(seed)
+    max_attempts = max(episodes, int(np.ceil(episodes * max_attempts_factor)))
+    attempts = successes = written = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=episodes, desc="demos", unit="ep")
+    try:
+        while written < episodes and attempts < max_attempts:
+            outcome = expert_episode(spec, cfg, panda_push.sample_episode(rng), rng, simulator, recorder)
+            attempts += 1
+            successes += outcome.success
+            if outcome.saved and not outcome.success:
+                raise RuntimeError("the expert stopped an unsuccessful episode")  # would poison the dataset
+            written += outcome.saved
+            if bar is not None:
+                bar.update(int(outcome.saved))
+                bar.set_postfix(expert_success=f"{successes / attempts:.0%}")
+    finally:
+        if bar is not None:
+            bar.close()
+    return DemoSummary(str(out_dir), written, attempts, successes, writer.total_frames)
+
+
+@dataclass(frozen=True)
+class PushEvaluation:
+    """A policy's push episodes through the deploy runtime."""
+
+    simulator: str
+    episodes: int
+    successes: int
+    mean_final_distance_m: float
+    faults: int  # episodes that ended with the safety chain latched
+    safety_interventions: int  # summed over episodes, every filter
+    wall_s: float
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / max(self.episodes, 1)
+
+
+def evaluate_expert(task: str = "panda-push", episodes: int = 50, seed: int = 10_000,
+                    simulator: SimulatorName = "mujoco", progress: bool = False) -> PushEvaluation:
+    """The scripted expert on the same layouts :func:`evaluate_push_policy` draws from ``seed`` (its own
+    noise from another stream), through the same runtime: the baseline a cloned policy is compared to."""
+    import time
+
+    cfg = make_task(task)
+    spec = load_robot(cfg.robot)
+    layouts, noise = np.random.default_rng(seed), np.random.default_rng([seed, 1])
+    start = time.perf_counter()
+    outcomes = []
+    episodes_iter = range(episodes)
+    if progress:
+        from tqdm import tqdm
+
+        episodes_iter = tqdm(episodes_iter, desc=f"expert {simulator}", unit="ep")
+    for _ in episodes_iter:
+        outcomes.append(expert_episode(spec, cfg, panda_push.sample_episode(layouts), noise, simulator))
+    return _summary(simulator, outcomes, time.perf_counter() - start)
+
+
+def _summary(simulator: str, outcomes: list[EpisodeOutcome], wall_s: float) -> PushEvaluation:
+    return PushEvaluation(
+        simulator, len(outcomes), sum(o.success for o in outcomes),
+        float(np.mean([o.final_distance_m for o in outcomes])) if outcomes else float("nan"),
+        sum(o.faulted for o in outcomes), sum(sum(o.safety.get("interventions", {}).values()) for o in outcomes),
+        wall_s)
+
+
+def evaluate_push_policy(policy: str, task: str = "panda-push", episodes: int = 50, seed: int = 10_000,
+                         simulator: SimulatorName = "mujoco", progress: bool = False) -> PushEvaluation:
+    """Run an exported policy (loaded with its contract checked against ``task``) for ``episodes`` fresh
+    layouts drawn from ``seed``, each through ``DeployRuntime`` exactly as :func:`collect_demos` ran the expert."""
+    import time
+
+    from robot_rl.control.controller import PolicyController
+    from robot_rl.policy.contract import contract_for_task
+    from robot_rl.policy.onnx_policy import load_policy
+
+    cfg = make_task(task)
+    spec = load_robot(cfg.robot)
+    controller = PolicyController.for_task(cfg, spec, load_policy(policy, contract_for_task(cfg, spec)))
+    layouts = np.random.default_rng(seed)
+    start = time.perf_counter()
+    episodes_iter = range(episodes)
+    if progress:
+        from tqdm import tqdm
+
+        episodes_iter = tqdm(episodes_iter, desc=f"policy {simulator}", unit="ep")
+    outcomes = [run_push_episode(spec, cfg, panda_push.sample_episode(layouts), controller, simulator=simulator)
+                for _ in episodes_iter]
+    return _summary(simulator, outcomes, time.perf_counter() - start)

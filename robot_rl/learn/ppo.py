@@ -1,0 +1,222 @@
+"""PPO through rsl-rl-lib 5.x: our env as its VecEnv, our task as its config, checkpoints that name the task.
+
+rsl_rl 5 builds separate actor and critic ``MLPModel``s from observation *groups*: the env returns a
+TensorDict with ``policy`` (the actor's observation, what the real robot measures) and ``critic``
+(privileged); ``obs_groups`` maps the actor to ``policy`` and the critic to ``critic``. Both normalize
+their inputs (empirical mean/std, updated from every rollout); the actor's normalizer is part of the
+exported policy.
+
+Every checkpoint records the task name, robot and robot-spec hash; loading it into another task, or after
+the robot spec changed, raises ``CheckpointError`` naming both values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rsl_rl.env import VecEnv
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
+
+from robot_rl.learn.errors import USER_ERRORS, CheckpointError
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+from robot_rl.tasks.task import PPOCfg, TaskCfg
+
+ACTOR_GROUP, CRITIC_GROUP = "policy", "critic"
+__all__ = ["USER_ERRORS", "CheckpointError", "RslRlVecEnv", "TaskRunner", "check_checkpoint", "train_cfg"]
+
+
+
+
+class RslRlVecEnv(VecEnv):
+    """rsl_rl's VecEnv over ``MujocoVecEnv`` (CPU tensors; the env is numpy inside)."""
+
+    def __init__(self, env: MujocoVecEnv):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.num_actions = env.num_actions
+        self.max_episode_length = env.max_episode_length
+        self.device = "cpu"
+        self.cfg = {"task": env.task.name, "robot": env.spec.name, "num_envs": env.num_envs}
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        return torch.from_numpy(self.env.episode_length)
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        # rsl_rl spreads the first episodes' lengths (init_at_random_ep_len) by assigning this buffer.
+        self.env.episode_length[:] = value.cpu().numpy()
+
+    def _obs(self, actor: np.ndarray, critic: np.ndarray) -> TensorDict:
+        # Copies: the env reuses its observation arrays on the next step.
+        return TensorDict(
+            {ACTOR_GROUP: torch.tensor(actor), CRITIC_GROUP: torch.tensor(critic)}, batch_size=[self.num_envs]
+        )
+
+    def get_observations(self) -> TensorDict:
+        return self._obs(self.env.actor_obs, self.env.critic_obs)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        result = self.env.step(actions.detach().cpu().numpy())
+        dones = torch.from_numpy(result.terminated | result.truncated).to(torch.long)
+        extras: dict[str, Any] = {
+            "time_outs": torch.from_numpy(result.truncated.copy()),
+            "log": {f"/{k}" if not k.startswith("/") else k: v for k, v in result.log.items()},
+        }
+        rewards = torch.tensor(result.reward, dtype=torch.float32)
+        return self._obs(result.actor_obs, result.critic_obs), rewards, dones, extras
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def train_cfg(ppo: PPOCfg, run_name: str = "") -> dict:
+    """The runner configuration dict rsl_rl 5.5 expects, from our typed PPO settings."""
+    return {
+        "num_steps_per_env": ppo.num_steps_per_env,
+        "save_interval": ppo.save_interval,
+        "run_name": run_name,
+        "logger": "tensorboard",
+        "check_for_nan": True,
+        "obs_groups": {"actor": [ACTOR_GROUP], "critic": [CRITIC_GROUP]},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": ppo.num_learning_epochs,
+            "num_mini_batches": ppo.num_mini_batches,
+            "clip_param": ppo.clip_param,
+            "gamma": ppo.gamma,
+            "lam": ppo.lam,
+            "value_loss_coef": ppo.value_loss_coef,
+            "entropy_coef": ppo.entropy_coef,
+            "learning_rate": ppo.learning_rate,
+            "max_grad_norm": ppo.max_grad_norm,
+            "use_clipped_value_loss": True,
+            "schedule": ppo.schedule,
+            "desired_kl": ppo.desired_kl,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(ppo.actor_hidden_dims),
+            "activation": ppo.activation,
+            "obs_normalization": True,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": ppo.init_noise_std,
+                                 "std_type": "scalar"},
+        },
+        "critic": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(ppo.critic_hidden_dims),
+            "activation": ppo.activation,
+            "obs_normalization": True,
+        },
+    }
+
+
+def checkpoint_info(task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
+    """What a checkpoint records about what it was trained for (checked when it is loaded)."""
+    return {"task": task.name, "robot": spec.name, "spec_hash": spec.spec_hash}
+
+
+class TaskRunner(OnPolicyRunner):
+    """rsl_rl's OnPolicyRunner that stamps every checkpoint with the task, and reports each iteration to
+    ``on_iteration`` instead of printing rsl_rl's per-iteration block (that text goes to ``console``)."""
+
+    def __init__(
+        self,
+        env: RslRlVecEnv,
+        task: TaskCfg,
+        log_dir: str | Path | None,
+        console: Any = None,
+        on_iteration: Callable[[dict[str, float]], None] | None = None,
+        ppo: PPOCfg | None = None,
+        provenance: dict[str, Any] | None = None,
+    ):
+        ppo = ppo or task.ppo
+        self.task_info = checkpoint_info(task, env.env.spec)
+        # For export and model cards: how the actor is built, and how it was trained (seed, settings).
+        self._provenance = {"actor_hidden_dims": list(ppo.actor_hidden_dims), "activation": ppo.activation,
+                            **(provenance or {})}
+        self._console = console
+        cfg = train_cfg(ppo, run_name=task.name)
+        with self._quiet():
+            super().__init__(env, cfg, log_dir=str(log_dir) if log_dir is not None else None, device="cpu")
+        self._on_iteration = on_iteration
+        self._log = self.logger.log
+        self.logger.log = self._log_iteration  # type: ignore[method-assign]
+
+    @contextlib.contextmanager
+    def _quiet(self):
+        if self._console is None:
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                yield
+        else:
+            with contextlib.redirect_stdout(self._console):
+                yield
+
+    def _log_iteration(self, **kw: Any) -> None:
+        logger = self.logger
+        extras: dict[str, list[float]] = {}
+        for ep in logger.ep_extras:  # the logger clears these; keep the numbers the progress bar shows
+            for key, value in ep.items():
+                extras.setdefault(key, []).append(float(value))
+        with self._quiet():
+            self._log(**kw)
+        if self._on_iteration is not None:
+            steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+            info = {
+                "iteration": kw["it"] + 1,
+                "steps_per_s": steps / max(kw["collect_time"] + kw["learn_time"], 1e-9),
+                "mean_reward": float(np.mean(logger.rewbuffer)) if logger.rewbuffer else float("nan"),
+                "mean_episode_length": float(np.mean(logger.lenbuffer)) if logger.lenbuffer else float("nan"),
+                "total_steps": float(logger.tot_timesteps),
+            }
+            info |= {k.strip("/"): float(np.mean(v)) for k, v in extras.items()}
+            self._on_iteration(info)
+
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        with self._quiet():
+            super().learn(num_learning_iterations, init_at_random_ep_len)
+
+    def save(self, path: str, infos: dict | None = None) -> None:
+        stats = {"env_steps": int(self.logger.tot_timesteps), "iteration": self.current_learning_iteration}
+        super().save(path, {**(infos or {}), **self._provenance, **stats, **self.task_info})
+
+
+def read_checkpoint_info(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        data = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:  # torch raises many types for a file that is not a checkpoint
+        raise CheckpointError(f"{path} is not a readable torch checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict) or "actor_state_dict" not in data:
+        raise CheckpointError(f"{path} is not an rsl_rl checkpoint (no actor_state_dict)")
+    info = data.get("infos") or {}
+    if "task" not in info:
+        raise CheckpointError(f"{path} does not record its task (not written by robot_rl's trainer)")
+    return info
+
+
+def check_checkpoint(path: str | Path, task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
+    """The checkpoint's recorded info, after checking it was trained for this task and robot spec."""
+    info = read_checkpoint_info(path)
+    if info["task"] != task.name:
+        raise CheckpointError(
+            f"checkpoint {path} was trained for task {info['task']!r}, not {task.name!r}; "
+            f"pass --task {info['task']} or a checkpoint of {task.name!r}"
+        )
+    if info.get("spec_hash") != spec.spec_hash:
+        raise CheckpointError(
+            f"checkpoint {path}: robot spec {info.get('robot')!r} hash {info.get('spec_hash')!r} differs from the "
+            f"current {spec.name!r} spec hash {spec.spec_hash!r} ({spec.source_file}); the robot facts changed "
+            "since training (joints, gains, limits or timing), so the policy no longer fits"
+        )
+    return info

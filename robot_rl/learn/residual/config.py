@@ -1,0 +1,99 @@
+"""Settings of residual fine-tuning, as typed frozen dataclasses (they cross into the learner process pickled).
+
+Units: the residual lives in the base policy's *raw action* space (before the contract's clip, scale and
+offset). ``ResidualCfg.fraction`` bounds it to a fraction of the contract's action clip, so on the joints it
+is at most ``fraction · clip · scale`` rad; e.g. the Panda reach contract (clip 4, scale 0.5) with the
+default 0.1 allows ±0.2 rad around what the base commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CriticNorm = Literal["layernorm", "batchnorm"]
+
+
+@dataclass(frozen=True)
+class ResidualCfg:
+    """The residual term: action = base(o) + α·tanh(μ(o, base(o)))."""
+
+    fraction: float = 0.1  # α = fraction · contract action clip (raw action units), the same on every joint
+    hidden: tuple[int, ...] = (256, 256)  # actor hidden layers (ReLU)
+    sync_every: int = 10  # control ticks between polls of the learner's latest weights
+    learner_timeout_s: float = 2.0  # no learner heartbeat for this long → the actor drives the base alone
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"residual fraction must be in (0, 1] (a share of the action clip), got {self.fraction}")
+        if self.sync_every < 1:
+            raise ValueError(f"residual sync_every must be ≥ 1 tick, got {self.sync_every}")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ValueError(f"residual hidden layers must be positive widths, got {self.hidden}")
+
+
+@dataclass(frozen=True)
+class SACCfg:
+    """Soft actor-critic over the residual action. ``critic_norm="batchnorm"`` is CrossQ: batch-renormalized
+    critics without target networks, current and next state-actions through one joint forward pass."""
+
+    critic_hidden: tuple[int, ...] = (256, 256)
+    critic_norm: CriticNorm = "layernorm"
+    num_critics: int = 2  # clipped double Q: the minimum over the ensemble
+    gamma: float = 0.97
+    # × every reward at update time. None: 1 / policy period (finetune fills it in), i.e. rewards per second,
+    # the unit the task's reward weights are written in, so Q values and the entropy term have sane sizes.
+    reward_scale: float | None = None
+    tau: float = 0.005  # Polyak rate of the target critics (layernorm only; CrossQ has none)
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    init_alpha: float = 0.05
+    target_entropy_per_dim: float = -1.0  # SAC's usual −|A|
+    batch_size: int = 256
+    utd_ratio: float = 2.0  # gradient updates per transition received
+    actor_delay: int = 1  # actor (and temperature) update every this many critic updates
+    warmup_transitions: int = 500  # updates start once the buffer holds this many online transitions
+    init_log_std: float = -1.0  # pre-tanh exploration noise at the start (σ ≈ 0.37)
+    batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
+
+    def __post_init__(self) -> None:
+        if self.critic_norm not in ("layernorm", "batchnorm"):
+            raise ValueError(f"critic_norm must be 'layernorm' or 'batchnorm', got {self.critic_norm!r}")
+        if self.num_critics < 2:
+            raise ValueError(f"num_critics must be ≥ 2 (clipped double Q), got {self.num_critics}")
+        if self.utd_ratio <= 0:
+            raise ValueError(f"utd_ratio must be > 0, got {self.utd_ratio}")
+        if not 0.0 < self.gamma < 1.0:
+            raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
+
+
+@dataclass(frozen=True)
+class ReplayCfg:
+    capacity: int = 200_000
+    n_step: int = 3
+    prior_fraction: float = 0.5  # share of each batch drawn from the prior data (RLPD: 0.5), when there is any
+    prior_path: str | None = None  # an .npz of transitions (a previous run's buffer, demos, sim rollouts)
+
+    def __post_init__(self) -> None:
+        if self.n_step < 1:
+            raise ValueError(f"n_step must be ≥ 1, got {self.n_step}")
+        if not 0.0 <= self.prior_fraction < 1.0:
+            raise ValueError(f"prior_fraction must be in [0, 1), got {self.prior_fraction}")
+
+
+@dataclass(frozen=True)
+class LearnerCfg:
+    """What the learner process needs: network shapes, the algorithm, the buffer, where to save."""
+
+    state_dim: int  # residual input: observation + base action
+    action_dim: int
+    residual: ResidualCfg = field(default_factory=ResidualCfg)
+    sac: SACCfg = field(default_factory=SACCfg)
+    replay: ReplayCfg = field(default_factory=ReplayCfg)
+    run_dir: str | None = None  # checkpoints and the buffer go here
+    checkpoint_every_updates: int = 5000
+    resume_from: str | None = None  # a checkpoint.pt written by a previous learner
+    seed: int = 0
+    torch_threads: int = 1
+    publish_every_updates: int = 20  # learner → actor weight publication period, in updates

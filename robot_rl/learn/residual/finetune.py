@@ -1,0 +1,315 @@
+"""``robot-rl finetune``: residual off-policy fine-tuning of an exported policy on a robot.
+
+    robot-rl finetune --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
+    robot-rl finetune --policy panda_reach.onnx --robot panda --interface sim --shift kp=0.5,payload=2.5,latency=2
+
+The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
+training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:
+real time). It writes to ``--run-dir``: ``progress.jsonl`` (one line per episode and per evaluation),
+the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also
+valid ``--prior`` data for another run), and ``policy_residual.onnx``: base + residual as one policy with the
+base's contract (:mod:`robot_rl.learn.residual.export`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, EpisodeResult
+from robot_rl.learn.residual.shifted_sim import RealityShift
+from robot_rl.typed_yaml import ConfigError
+
+Interface = Literal["sim", "unitree-dds"]
+_SHIFT_KEYS = {"kp": "kp_scale", "kd": "kd_scale", "payload": "payload_kg", "latency": "latency_steps",
+               "friction": "friction_scale"}
+
+
+def parse_shift(text: str | None) -> RealityShift | None:
+    """``"kp=0.5,payload=2.5,latency=2"`` → RealityShift; None/empty → None (the nominal sim)."""
+    if not text:
+        return None
+    values: dict[str, float | int] = {}
+    for part in text.split(","):
+        key, sep, raw = (p.strip() for p in part.partition("="))
+        if not sep or key not in _SHIFT_KEYS:
+            raise ConfigError("--shift", part, f"expected KEY=VALUE with KEY one of {', '.join(_SHIFT_KEYS)}")
+        try:
+            values[_SHIFT_KEYS[key]] = int(raw) if key == "latency" else float(raw)
+        except ValueError:
+            raise ConfigError("--shift", key, f"{raw!r} is not a number") from None
+    try:
+        return RealityShift(**values)
+    except ValueError as exc:
+        raise ConfigError("--shift", text, str(exc)) from None
+
+
+@dataclass
+class FinetuneReport:
+    run_dir: Path
+    transitions: int
+    episodes: int
+    evaluations: list[dict] = field(default_factory=list)  # {"transitions", "tail_tip_error_m", "return", ...}
+    learner: dict = field(default_factory=dict)
+    sync: dict = field(default_factory=dict)
+    exported: Path | None = None
+    reward_terms_dropped: tuple[str, ...] = ()
+    ended_by: dict[str, int] = field(default_factory=dict)  # learning episodes, by how they ended
+    missed_deadlines: int = 0  # real time: policy deadlines missed during learning episodes
+
+
+def eval_commands(task, n: int, seed: int = 12345) -> np.ndarray:
+    """A fixed, seeded set of task commands: every evaluation (and every method compared) uses the same."""
+    return task.commands.sample(np.random.default_rng(seed), n)
+
+
+def summarize(results: list[EpisodeResult], dt: float = 0.02, success_m: float = 0.02) -> dict:
+    """Means over episodes. ``dt``: policy period; ``success_m``: the reach task's tolerance."""
+    out = {"episodes": len(results), "return": float(np.mean([r.episode_return for r in results])),
+           "ended_by": {k: sum(r.ended_by == k for r in results) for k in {r.ended_by for r in results}}}
+    vel = [r.vel_error_m_s for r in results if r.vel_error_m_s is not None]
+    if vel:
+        out["vel_error_m_s"] = float(np.mean(vel))
+        out["falls"] = sum(r.ended_by == "failure" for r in results)
+    tails = [r.tail_tip_error_m for r in results if r.tail_tip_error_m is not None]
+    if tails:
+        out["tail_tip_error_m"] = float(np.mean(tails))
+        out["final_tip_error_m"] = float(np.mean([r.final_tip_error_m for r in results]))
+        # after the first second: how fast it gets there and how well it holds, not the distance it started at
+        out["settled_tip_error_m"] = float(np.mean([np.mean(r.tip_errors[round(1.0 / dt):] or r.tip_errors)
+                                                    for r in results]))
+        out["success"] = float(np.mean([r.final_tip_error_m < success_m for r in results]))
+    return out
+
+
+def evaluate(loop: EpisodeLoop, commands: np.ndarray) -> dict:
+    """Deterministic episodes (no exploration, nothing sent to the learner) over ``commands``."""
+    return summarize([loop.run_episode(c, explore=False, learn=False) for c in commands], loop.period,
+                     loop.reward.task.rewards.reach_tolerance_m)
+
+
+def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
+               network_interface: str | None):
+    if interface == "sim":
+        from robot_rl.hardware.sim_robot import SimRobot
+        from robot_rl.learn.residual.shifted_sim import ShiftedSimRobot
+
+        return SimRobot(spec, "mujoco") if shift is None else ShiftedSimRobot(spec, shift)
+    if interface == "unitree-dds":
+        if shift is not None:
+            raise ConfigError("--shift", "unitree-dds", "a shift applies to the in-process sim only")
+        from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
+
+        return UnitreeDdsRobot(spec, domain_id, network_interface)
+    raise ConfigError("--interface", interface, "expected 'sim' or 'unitree-dds'")
+
+
+def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *, transitions: int = 20_000,
+                 residual: ResidualCfg | None = None, sac: SACCfg | None = None, replay: ReplayCfg | None = None,
+                 shift: RealityShift | None = None, run_dir: str | Path | None = None, resume: str | None = None,
+                 eval_every: int = 2500, eval_episodes: int = 8, realtime: bool | None = None,
+                 teleop: str | None = None, episode_length_s: float | None = None, seed: int = 0,
+                 domain_id: int | None = None, network_interface: str | None = None, export: bool = True,
+                 fifo_priority: int | None = None, log: bool = True) -> FinetuneReport:
+    """Fine-tune; returns what happened (the command prints it). See the module docstring."""
+    residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
+    from robot_rl.control.controller import PolicyController
+    from robot_rl.control.loop_timing import realtime_context
+    from robot_rl.control.runtime import DeployRuntime
+    from robot_rl.learn.residual.actor import ResidualPolicy
+    from robot_rl.learn.residual.learner import LearnerProcess
+    from robot_rl.learn.residual.rewards import StateReward
+    from robot_rl.policy.contract import PolicyContract
+    from robot_rl.policy.onnx_policy import load_policy, read_contract
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.tasks.registry import make_task
+
+    spec = load_robot(robot)
+    task = make_task(read_contract(policy).provenance.task)
+    if task.robot != spec.name:
+        raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
+    if task.objective == "push":
+        raise ConfigError("--policy", str(policy), "push tasks need a per-episode scene; not supported yet")
+    base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
+    realtime = interface != "sim" if realtime is None else realtime
+    if interface != "sim" and not realtime:
+        raise ConfigError("--realtime", "false", "a real robot (or the DDS bridge) runs in real time")
+    if replay.prior_path is not None:
+        from robot_rl.learn.residual.replay import ReplayBuffer
+
+        try:
+            ReplayBuffer.load(replay.prior_path, gamma=sac.gamma, n_step=replay.n_step)
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError("--prior", replay.prior_path, str(exc)) from None
+    if resume is not None and not (Path(resume).is_file() or (Path(resume) / "checkpoint.pt").is_file()):
+        raise ConfigError("--resume", resume, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    run_dir = Path(run_dir) if run_dir is not None else Path("runs") / "residual" / task.name / stamp
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    if sac.reward_scale is None:  # task reward weights are per second; a step's reward is weight × period
+        sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
+    j, obs_dim = base.contract.num_actions, base.contract.obs_dim
+    learner_cfg = LearnerCfg(state_dim=obs_dim + j, action_dim=j, residual=residual, sac=sac, replay=replay,
+                             run_dir=str(run_dir), resume_from=resume, seed=seed)
+    (run_dir / "config.json").write_text(json.dumps({
+        "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
+        "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
+        "realtime": realtime, "seed": seed}, indent=2, default=str))
+
+    learner = LearnerProcess(learner_cfg)
+    learner.start()
+    res_policy = ResidualPolicy(base, residual, learner.board, learner.status, explore=True, seed=seed)
+    runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res_policy))
+    reward = StateReward(task, spec)
+    device = _intervention(teleop, spec, task)
+    rob = make_robot(spec, interface, shift, domain_id, network_interface)
+    pace = None if realtime else _pacer(learner, sac)
+    episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0)
+    loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
+                       intervention=device, pace=pace)
+    report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
+    rng = np.random.default_rng(seed)
+    commands = eval_commands(task, eval_episodes)
+    progress = (run_dir / "progress.jsonl").open("a")
+
+    def record(kind: str, data: dict) -> None:
+        line = {"kind": kind, "transitions": report.transitions, "wall_s": time.monotonic() - started, **data}
+        progress.write(json.dumps(line) + "\n")
+        progress.flush()
+        if kind == "eval":
+            report.evaluations.append(line)
+        if log and kind == "eval":
+            print(f"[finetune] {report.transitions:>6} transitions: " +
+                  ", ".join(f"{k} {v:.4g}" for k, v in line.items() if isinstance(v, float) and k != "wall_s"),
+                  flush=True)
+
+    started = time.monotonic()
+    try:
+        if not learner.wait_ready():
+            log_file = run_dir / "learner_error.txt"
+            why = log_file.read_text().strip().splitlines()[-1] if log_file.is_file() else "no error log"
+            raise RuntimeError(f"the learner did not start: {why} (full traceback: {log_file})")
+        rob.connect()
+        with realtime_context(fifo_priority=fifo_priority) if realtime else contextlib.nullcontext():
+            next_eval = 0
+            while report.transitions < transitions:
+                if eval_every and report.transitions >= next_eval:
+                    record("eval", evaluate(loop, commands))
+                    next_eval += eval_every
+                cmd = task.commands.sample(rng, 1)[0]
+                result = loop.run_episode(cmd, explore=True, learn=True)
+                report.transitions += result.transitions
+                report.episodes += 1
+                report.ended_by[result.ended_by] = report.ended_by.get(result.ended_by, 0) + 1
+                report.missed_deadlines += result.missed_deadlines
+                record("episode", {"return": result.episode_return, "ended_by": result.ended_by,
+                                   "interventions": result.interventions, "residual_off": result.residual_off_ticks,
+                                   "learner_updates": learner.status.updates})
+            learner.stop()
+            final = np.zeros_like(res_policy.actor.flat)
+            version = learner.board.poll(0, final)
+            if version is None:
+                raise RuntimeError("the learner left no complete weights behind")
+            res_policy.detach(final, version)  # the learner is gone on purpose: keep its last residual on
+            record("eval", evaluate(loop, commands))
+    finally:
+        report.learner = learner.status.summary()
+        learner.close()
+        rob.close()
+        progress.close()
+    report.sync = res_policy.sync_summary()
+    report.reward_terms_dropped = reward.dropped
+    if export:
+        from robot_rl.learn.residual.export import export_residual
+
+        report.exported = export_residual(policy, res_policy.actor.flat, residual, run_dir / "policy_residual.onnx",
+                                          notes={"transitions": report.transitions, "run_dir": str(run_dir)})
+    return report
+
+
+def _pacer(learner, sac: SACCfg, slack: int = 8, timeout_s: float = 30.0):
+    """Lockstep only: wait until the learner's updates match the update-to-data ratio (or it is gone)."""
+    status = learner.status
+
+    def pace(written: int) -> None:
+        target = sac.utd_ratio * (written - sac.warmup_transitions - slack)
+        if status.updates >= target:
+            return
+        deadline = time.monotonic() + timeout_s
+        while status.updates < target and time.monotonic() < deadline:
+            if status.heartbeat_age() > 5.0 or status.state not in (status.STARTING, status.RUNNING):
+                return  # a dead or stalled learner: carry on with the base (the actor switches itself)
+            time.sleep(0.0005)
+
+    return pace
+
+
+def _intervention(teleop: str | None, spec, task):
+    if teleop is None:
+        return None
+    from robot_rl.learn.residual.interventions import TeleopIntervention
+    from robot_rl.teleop.arm_ik import ArmTeleopController
+    from robot_rl.teleop.devices import open_device
+
+    if spec.kind != "arm":
+        raise ConfigError("--teleop", teleop, "interventions drive arm joints; a legged robot is steered by command")
+    return TeleopIntervention(open_device(teleop), ArmTeleopController(spec, task))
+
+
+def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
+             fraction: float = 0.1, utd: float = 2.0, n_step: int = 3,
+             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", prior: str | None = None,
+             prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
+             resume: str | None = None, eval_every: int = 2500, eval_episodes: int = 8, teleop: str | None = None,
+             realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
+             domain_id: int | None = None, network_interface: str | None = None) -> int:
+    """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
+
+    Args:
+        policy: the base policy (.onnx with its contract); its task comes from the contract's provenance.
+        robot: robot spec name (hardware/robots/NAME.yaml).
+        interface: sim (in-process MuJoCo, lockstep) or unitree-dds (the robot or `robot-rl bridge`, real time).
+        transitions: policy transitions to collect (evaluation episodes are not counted).
+        fraction: residual bound, as a fraction of the contract's action clip (raw action units).
+        utd: gradient updates per transition (update-to-data ratio).
+        n_step: n-step returns.
+        critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
+        prior: an .npz of prior transitions (a previous run's buffer.npz), sampled at prior_fraction.
+        prior_fraction: share of every batch drawn from the prior data (RLPD: 0.5).
+        shift: sim only: the "real" robot's difference from the training sim, e.g. kp=0.5,payload=2.5,latency=2.
+        run_dir: output directory (default runs/residual/TASK/TIMESTAMP).
+        resume: a previous run directory (or its checkpoint.pt) to continue from.
+        eval_every: transitions between deterministic evaluations.
+        eval_episodes: episodes per evaluation (fixed, seeded commands).
+        teleop: arm interventions from a device: keyboard, gamepad[:PATH], spacemouse[:PATH].
+        realtime: real-time loop (default: on for hardware, off for sim).
+        fifo_priority: real time: run the loop under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).
+        seed: seed of the learner and of the episode commands.
+        domain_id: DDS domain (default: the spec's).
+        network_interface: DDS network interface (default: the spec's).
+    """
+    report = run_finetune(
+        policy, robot, interface, transitions=transitions, residual=ResidualCfg(fraction=fraction),
+        sac=SACCfg(utd_ratio=utd, critic_norm=critic_norm),
+        replay=ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction), shift=parse_shift(shift),
+        run_dir=run_dir, resume=resume, eval_every=eval_every, eval_episodes=eval_episodes, realtime=realtime,
+        teleop=teleop, seed=seed, domain_id=domain_id, network_interface=network_interface, fifo_priority=fifo_priority)
+    print(f"fine-tuned on {report.transitions} transitions ({report.episodes} episodes) → {report.run_dir}")
+    if report.evaluations:
+        first, last = report.evaluations[0], report.evaluations[-1]
+        print(f"evaluation return {first['return']:.3f} → {last['return']:.3f}")
+    if report.reward_terms_dropped:
+        print(f"reward terms this robot's state cannot give, left out: {', '.join(report.reward_terms_dropped)}")
+    if report.exported:
+        print(f"base + residual policy: {report.exported}")
+    return 0

@@ -1,0 +1,122 @@
+"""Rewards on the robot: the task's own reward terms, computed from what the robot interface reports.
+
+The training env computes rewards from simulator quantities; on hardware only ``RobotState`` is there. This
+module builds the task's :class:`~robot_rl.tasks.rewards.RewardInputs` for one robot from the state:
+joint positions, velocities and torques; the IMU (orientation, gyro); the tool point by forward kinematics
+of the measured joints (arms); base velocity and position only when the interface provides them (a
+simulator, or an estimator on hardware). Terms whose inputs the robot does not report (e.g. the feet's air
+time: no contact sensors in ``RobotState``) are dropped, once, at the first state, and listed in
+:attr:`StateReward.dropped` — the reward is then the task's reward restricted to what can be measured.
+
+A person's sparse success signal (a key or button, ``RecorderButtons.success``) is added by the episode
+loop as ``success_bonus`` and ends the episode as a success.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl.hardware.interface import RobotState
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.tasks.observations import projected_gravity
+from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
+from robot_rl.tasks.task import TaskCfg
+
+# Which RewardInputs field each term reads, beyond the always-present joint quantities and actions.
+_NEEDS = {
+    "tracking_lin_vel": ("base_lin_vel",), "lin_vel_z": ("base_lin_vel",), "tracking_ang_vel": ("base_ang_vel",),
+    "ang_vel_xy": ("base_ang_vel",), "orientation": ("projected_gravity",), "base_height": ("base_height",),
+    "feet_air_time": ("first_contact", "air_time"), "reach_distance": ("ee_error",), "reach_kernel": ("ee_error",),
+    "reach_success": ("ee_error",),
+}
+
+
+class StateReward:
+    """The task's reward for one robot, from ``RobotState``; ``success`` and ``failed`` likewise."""
+
+    def __init__(self, task: TaskCfg, spec: RobotSpec):
+        import dataclasses
+
+        if spec.name != task.robot:
+            raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
+        self.task, self.spec = task, spec
+        self.cfg = dataclasses.replace(task.rewards, base_height_target_m=task.rewards.base_height_target_m
+                                       or spec.sim_model.base_height)
+        self.dt = spec.timing.policy_period_s
+        self.soft_lower, self.soft_upper = soft_limits(spec.position_lower, spec.position_upper,
+                                                       task.rewards.soft_limit_fraction)
+        self.floating = spec.sim_model.floating_base
+        self.kinematics = None
+        if spec.sim_model.end_effector_body is not None and task.objective in ("reach", "push"):
+            from robot_rl.teleop.arm_ik import ArmKinematics
+
+            self.kinematics = ArmKinematics(spec)
+        self.used: tuple[str, ...] | None = None  # fixed at the first state
+        self.dropped: tuple[str, ...] = ()
+        self._last_dq: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self._last_dq = None
+
+    def tip_error(self, state: RobotState, command: np.ndarray) -> float:
+        """Tool point to the commanded target (m), reach tasks: forward kinematics of the measured joints."""
+        if self.kinematics is None:
+            raise ValueError(f"task {self.task.name!r} has no tool-point target")
+        pos, _ = self.kinematics.tool_pose(state.q)
+        return float(np.linalg.norm(pos - np.asarray(command)[:3]))
+
+    def failed(self, state: RobotState) -> bool:
+        """The task's own failure terminations that a state can show (tilt, base height on flat ground)."""
+        t = self.task.terminations
+        if not self.floating:
+            return False
+        gravity = projected_gravity(np.asarray(state.base_quat, dtype=np.float64)[None])
+        if t.max_tilt_rad is not None and np.arccos(np.clip(-gravity[0, 2], -1.0, 1.0)) > t.max_tilt_rad:
+            return True
+        return bool(t.min_base_height_m is not None and state.base_pos is not None
+                    and state.base_pos[2] < t.min_base_height_m)
+
+    def _inputs(self, state: RobotState, command: np.ndarray, action: np.ndarray, last_action: np.ndarray,
+                terminated: bool) -> RewardInputs:
+        q, dq = np.asarray(state.q, dtype=np.float64)[None], np.asarray(state.dq, dtype=np.float64)[None]
+        last_dq = dq if self._last_dq is None else self._last_dq
+        inputs = RewardInputs(
+            dt=self.dt, command=np.asarray(command, dtype=np.float64)[None], q=q, dq=dq, last_dq=last_dq,
+            default_q=self.spec.default_positions, q_soft_lower=self.soft_lower, q_soft_upper=self.soft_upper,
+            torque=np.asarray(state.tau, dtype=np.float64)[None], action=np.asarray(action, dtype=np.float64)[None],
+            last_action=np.asarray(last_action, dtype=np.float64)[None], terminated=np.array([terminated]),
+        )
+        if self.floating:
+            inputs.base_ang_vel = np.asarray(state.base_ang_vel, dtype=np.float64)[None]
+            inputs.projected_gravity = projected_gravity(np.asarray(state.base_quat, dtype=np.float64)[None])
+            if state.base_lin_vel is not None:
+                inputs.base_lin_vel = np.asarray(state.base_lin_vel, dtype=np.float64)[None]
+            if state.base_pos is not None and self.task.terrain is None:  # flat ground: height is z
+                inputs.base_height = np.array([state.base_pos[2]])
+        if self.kinematics is not None:
+            inputs.ee_error = np.array([self.tip_error(state, command)])
+        return inputs
+
+    def __call__(self, state: RobotState, command: np.ndarray, action: np.ndarray, last_action: np.ndarray,
+                 terminated: bool = False) -> float:
+        """The reward of the step that led to ``state`` (``action``: the raw action applied, the sum)."""
+        inputs = self._inputs(state, command, action, last_action, terminated)
+        if self.used is None:
+            self._choose_terms(inputs)
+        self._last_dq = inputs.dq
+        total, _ = compute_rewards(self.cfg, inputs)
+        return float(total[0])
+
+    def _choose_terms(self, inputs: RewardInputs) -> None:
+        import dataclasses
+
+        keep, drop = [], []
+        for term in self.cfg.terms:
+            missing = [f for f in _NEEDS.get(term.name, ()) if getattr(inputs, f) is None]
+            (drop if missing else keep).append(term)
+        if not keep:
+            raise ValueError(f"task {self.task.name!r}: none of its reward terms can be computed from this robot's "
+                             f"state (dropped: {', '.join(t.name for t in drop)})")
+        self.used = tuple(t.name for t in keep)
+        self.dropped = tuple(t.name for t in drop)
+        self.cfg = dataclasses.replace(self.cfg, terms=tuple(keep))

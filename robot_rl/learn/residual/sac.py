@@ -1,0 +1,127 @@
+"""Soft actor-critic over the unit residual, with LayerNorm critics and target networks (RLPD-style) or
+BatchNorm critics without target networks (CrossQ).
+
+One :meth:`SAC.update` is one gradient step of the critics and, every ``actor_delay`` steps, of the actor
+and the temperature. Targets use the n-step reward and discount the replay buffer stored:
+
+    y = R + discount · (min_k Q̄_k(s', a') − α log π(a'|s')),    a' ~ π(·|s')
+
+CrossQ computes Q(s, a) and Q(s', a') in ONE forward pass through the batch-normalized critics (so both
+see the same batch statistics) and stops the gradient through the second half instead of keeping a
+target copy.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from robot_rl.learn.residual.config import SACCfg
+from robot_rl.learn.residual.networks import build_actor, build_critics
+
+
+class SAC:
+    def __init__(self, cfg: SACCfg, state_dim: int, action_dim: int, actor_hidden: tuple[int, ...], seed: int = 0):
+        import torch
+
+        self.torch = torch
+        torch.manual_seed(seed)
+        self.cfg = cfg
+        self.actor = build_actor(state_dim, action_dim, actor_hidden, cfg.init_log_std)
+        self.critics = build_critics(state_dim, action_dim, cfg.critic_hidden, cfg.num_critics, cfg.critic_norm,
+                                     cfg.batchnorm_momentum)
+        self.crossq = cfg.critic_norm == "batchnorm"
+        self.target = None
+        if not self.crossq:
+            self.target = copy.deepcopy(self.critics)
+            self.target.requires_grad_(False)
+        self.log_alpha = torch.tensor(float(np.log(cfg.init_alpha)), requires_grad=True)
+        self.target_entropy = cfg.target_entropy_per_dim * action_dim
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=cfg.critic_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.updates = 0
+
+    @property
+    def alpha(self) -> float:
+        return float(self.log_alpha.exp().item())
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        torch = self.torch
+        s = torch.from_numpy(batch["state"])
+        a = torch.from_numpy(batch["action"])
+        r = torch.from_numpy(batch["reward"]) * (self.cfg.reward_scale or 1.0)
+        s2 = torch.from_numpy(batch["next_state"])
+        discount = torch.from_numpy(batch["discount"])
+        alpha = self.log_alpha.exp().detach()
+
+        with torch.no_grad():
+            a2, logp2 = self.actor.sample(s2)
+        if self.crossq:
+            self.critics.train()
+            q_both = self.critics(torch.cat([s, s2]), torch.cat([a, a2]))
+            q, q_next = q_both[:, : len(s)], q_both[:, len(s) :].detach()
+        else:
+            q = self.critics(s, a)
+            with torch.no_grad():
+                q_next = self.target(s2, a2)
+        y = r + discount * (q_next.min(dim=0).values - alpha * logp2)
+        critic_loss = ((q - y.detach()) ** 2).mean(dim=1).sum()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+        self.updates += 1
+        info = {"critic_loss": float(critic_loss.item()), "q_mean": float(q.mean().item())}
+
+        if self.updates % self.cfg.actor_delay == 0:
+            if self.crossq:
+                self.critics.eval()  # the actor's batches must not move the running statistics
+            self.critics.requires_grad_(False)
+            action, logp = self.actor.sample(s)
+            q_pi = self.critics(s, action).min(dim=0).values
+            actor_loss = (alpha * logp - q_pi).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_opt.step()
+            self.critics.requires_grad_(True)
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+            info |= {"actor_loss": float(actor_loss.item()), "entropy": float(-logp.mean().item()),
+                     "alpha": self.alpha}
+
+        if self.target is not None:
+            with torch.no_grad():
+                for p, tp in zip(self.critics.parameters(), self.target.parameters(), strict=True):
+                    tp.lerp_(p, self.cfg.tau)
+        return info
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
+            "target": None if self.target is None else self.target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(), "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
+            "updates": self.updates, "critic_norm": self.cfg.critic_norm,
+        }
+
+    def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
+        if state.get("critic_norm") != self.cfg.critic_norm:
+            raise ValueError(f"{source}: critics use {state.get('critic_norm')!r} normalization, this run "
+                             f"{self.cfg.critic_norm!r}")
+        try:
+            self.actor.load_state_dict(state["actor"])
+            self.critics.load_state_dict(state["critics"])
+            if self.target is not None and state["target"] is not None:
+                self.target.load_state_dict(state["target"])
+        except RuntimeError as exc:
+            raise ValueError(f"{source}: network shapes differ from this run's ({str(exc).splitlines()[0]})") from None
+        with self.torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.alpha_opt.load_state_dict(state["alpha_opt"])
+        self.updates = int(state["updates"])

@@ -1,0 +1,143 @@
+"""Sim as "real": a simulated robot whose physics differ from the training sim, for fine-tuning benchmarks.
+
+:class:`RealityShift` names the differences — motor gains, a payload, actuator latency, friction — and two
+places apply the same shift from the domain-randomization code (``robot_rl.sim.randomization``), not a copy:
+
+- :class:`ShiftedSimRobot` — a MuJoCo :class:`~robot_rl.hardware.sim_robot.SimRobot` (the RobotInterface the
+  runtime drives) with the shifted model: what the residual fine-tunes against, through the runtime.
+- :func:`shifted_vec_env` — the vectorized training env with the same shift, fixed (no randomization):
+  what continued PPO trains in, the baseline the residual is compared with.
+
+A payload hangs on a body: the tool body's first massive ancestor for an arm (its hand), the base for a
+legged robot. An arm's controller compensates gravity from its *nominal* model (as a Franka does), so the
+payload's weight is not compensated: its body keeps gravity compensation only for its nominal mass.
+The gains shift scales what the motors do with the commanded kp and kd (an actuator that is weaker than its
+datasheet); latency holds each command back for whole policy periods, as a slow bus or driver would.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from robot_rl.hardware.interface import JointCommand
+from robot_rl.hardware.sim_robot import SimRobot, SimScene
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.sim import randomization as dr
+
+
+@dataclass(frozen=True)
+class RealityShift:
+    kp_scale: float = 1.0
+    kd_scale: float = 1.0
+    payload_kg: float = 0.0
+    latency_steps: int = 0  # policy periods
+    friction_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kp_scale <= 0 or self.kd_scale <= 0 or self.friction_scale <= 0:
+            raise ValueError(f"reality shift: gain and friction scales must be > 0, got {self}")
+        if self.payload_kg < 0 or self.latency_steps < 0:
+            raise ValueError(f"reality shift: payload and latency must be ≥ 0, got {self}")
+
+    def randomization(self) -> dr.RandomizationCfg:
+        """The shift as a degenerate randomization (every range a point; no noise, no init perturbation)."""
+        return dr.RandomizationCfg(
+            friction_scale=(self.friction_scale, self.friction_scale), kp_scale=(self.kp_scale, self.kp_scale),
+            kd_scale=(self.kd_scale, self.kd_scale), action_latency_steps=(self.latency_steps, self.latency_steps),
+            observation_noise=False,
+        )
+
+    def describe(self) -> str:
+        return (f"kp ×{self.kp_scale:g}, kd ×{self.kd_scale:g}, payload {self.payload_kg:g} kg, latency "
+                f"{self.latency_steps} policy steps, friction ×{self.friction_scale:g}")
+
+
+def payload_body(model, spec: RobotSpec) -> int:
+    """Where a payload goes: the tool body's first ancestor with mass (arms), else the base body."""
+    name = spec.sim_model.end_effector_body or spec.sim_model.base_body
+    body = model.body(name).id
+    while model.body_mass[body] <= 0 and body > 0:
+        body = model.body_parentid[body]
+    if body == 0:
+        raise ValueError(f"{spec.name}: no body with mass at or above {name!r} to carry a payload")
+    return body
+
+
+def with_payload(nominal: dr.NominalModel, body: int, payload_kg: float) -> dr.NominalModel:
+    """``nominal`` whose ``body`` is heavier by ``payload_kg`` (inertia scaled alike), via the DR function."""
+    scale = np.ones(len(nominal.robot_bodies))
+    where = np.flatnonzero(nominal.robot_bodies == body)
+    if len(where) != 1:
+        raise ValueError(f"body {body} is not one of the robot's massive bodies {nominal.robot_bodies.tolist()}")
+    scale[where[0]] = (nominal.body_mass[body] + payload_kg) / nominal.body_mass[body]
+    mass, inertia, ipos = dr.randomized_inertia(nominal, 0.0, scale, np.zeros(3))
+    return dataclasses.replace(nominal, body_mass=mass, body_inertia=inertia, body_ipos=ipos)
+
+
+def apply_shift_to_model(model, data, spec: RobotSpec, base_body: int, joint_ids: np.ndarray,
+                         shift: RealityShift) -> dr.NominalModel:
+    """Write the payload and friction of ``shift`` into ``model``; returns the shifted nominal (for envs
+    that re-apply it at every reset)."""
+    nominal = dr.NominalModel.capture(model, base_body, joint_ids, spec.sim_model.base_friction)
+    body = payload_body(model, spec)
+    nominal_mass = float(nominal.body_mass[body])
+    nominal = with_payload(nominal, body, shift.payload_kg)
+    sample = dr.nominal_sample(nominal)
+    sample.friction_scale[:] = shift.friction_scale
+    dr.apply_model_sample(model, data, nominal, sample)
+    if model.body_gravcomp[body] > 0:  # compensated for the nominal mass only
+        model.body_gravcomp[body] = nominal_mass / float(model.body_mass[body])
+    return nominal
+
+
+class ShiftedSimRobot(SimRobot):
+    """A lockstep MuJoCo SimRobot whose model and actuators carry a :class:`RealityShift`."""
+
+    def __init__(self, spec: RobotSpec, shift: RealityShift, *, scene: SimScene | None = None):
+        super().__init__(spec, "mujoco", realtime=False, scene=scene)
+        self.shift = shift
+        self._queue: collections.deque[JointCommand] = collections.deque()
+
+    def connect(self) -> None:
+        super().connect()
+        backend = self._backend
+        robot = backend.robot
+        apply_shift_to_model(robot.model, backend.data, self.spec, robot.base_body_id, robot.joint_ids, self.shift)
+        self._queue.clear()
+        for _ in range(self.shift.latency_steps):  # the motors start on the power-up (passive) command
+            self._queue.append(JointCommand.passive(self.spec.num_joints))
+
+    def reposition(self) -> None:
+        """Put the robot back in its default pose, at rest (a fallen legged robot back on its feet). Stands in
+        for the person who does that on hardware between episodes; the runtime then ramps from there."""
+        backend = self._require()
+        with self._lock:
+            backend.robot.reset(backend.data)
+
+    def write(self, command: JointCommand) -> JointCommand:
+        actual = command.copy()
+        actual.kp = command.kp * self.shift.kp_scale
+        actual.kd = command.kd * self.shift.kd_scale
+        self._queue.append(actual)
+        return super().write(self._queue.popleft())
+
+
+def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, nthread: int | None = None):
+    """A :class:`~robot_rl.sim.mujoco_vec_env.MujocoVecEnv` of ``task`` under ``shift`` (fixed, every env)."""
+    import mujoco
+
+    from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+    task = dataclasses.replace(task, randomization=shift.randomization())
+    env = MujocoVecEnv(task, num_envs, seed=seed, randomize=True, nthread=nthread)
+    first = env.models[0]
+    scratch = mujoco.MjData(first)
+    env.nominal = apply_shift_to_model(first, scratch, env.spec, env.robot.base_body_id, env.robot.joint_ids, shift)
+    for model in env.models[1:]:
+        model.body_gravcomp[:] = first.body_gravcomp
+    env.reset()  # every env re-applies the (shifted) nominal model
+    return env

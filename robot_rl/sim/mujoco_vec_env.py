@@ -1,0 +1,419 @@
+"""N robots in MuJoCo on the CPU, stepped together at the policy period.
+
+Physics runs in ``mujoco.rollout`` (C++, multi-threaded, persistent thread pool): one call advances every
+env by ``spec.timing.decimation`` substeps with the policy's PD command held, the PD itself computed per
+substep inside ``mj_step`` by the model's actuators. The env keeps each robot's full physics state as a
+row of one array, so resets, pushes and observation inputs are numpy operations over all envs, and
+Python never loops over envs on a normal step. (``benchmarks/bench_env_throughput.py`` measures this
+against a Python loop of ``mj_step`` over N ``MjData``; rollout won on 2 cores.)
+
+Each env has its own ``MjModel`` copy (rollout takes a list of models), so masses, friction, effort limits
+and terrain are randomized per env by plain writes at reset. Gains and motor strength are per-env ``ctrl``.
+
+numpy in, numpy out; ``robot_rl.learn.ppo`` adapts it to rsl_rl's VecEnv and ``robot_rl.sim.gym_vector`` to
+Gymnasium's vector API. Autoreset is immediate: the observation returned for a finished env is the first
+of its next episode.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+
+from robot_rl.robots.spec import load_robot
+from robot_rl.sim import randomization as dr
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
+from robot_rl.sim.feet import FootAirTime
+from robot_rl.sim.world import build_training_world, write_heightfield
+from robot_rl.tasks import terrain as terrain_lib
+from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
+from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
+from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
+
+FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
+OBJECTIVES = PPO_OBJECTIVES  # what this env computes rewards and metrics for
+
+
+@dataclass
+class StepResult:
+    actor_obs: np.ndarray  # (N, actor dim) float32; for finished envs, the first obs of the next episode
+    critic_obs: np.ndarray  # (N, critic dim) float32
+    reward: np.ndarray  # (N,)
+    terminated: np.ndarray  # (N,) bool, a failure (fall, instability)
+    truncated: np.ndarray  # (N,) bool, the time limit
+    log: dict[str, float] = field(default_factory=dict)  # means of the episode metrics of the finished envs
+    finished: dict[str, np.ndarray] = field(default_factory=dict)  # the same metrics per finished env
+
+
+class MujocoVecEnv:
+    def __init__(
+        self,
+        task: TaskCfg,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        randomize: bool = True,
+        nthread: int | None = None,
+        fixed_command: tuple[float, ...] | None = None,
+    ):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be ≥ 1, got {num_envs}")
+        if task.objective not in OBJECTIVES:
+            raise ValueError(f"task {task.name!r} ({task.objective}) is not simulated by the vectorized env, "
+                             f"which runs {', '.join(OBJECTIVES)} tasks")
+        self.task = task
+        self.spec = spec = load_robot(task.robot)
+        self.num_envs = n = num_envs
+        self.rng = np.random.default_rng(seed)
+        self.fixed_command = None if fixed_command is None else self._checked_command(task, fixed_command)
+        self.dr_cfg = task.randomization if randomize else dr.NO_RANDOMIZATION
+        self.world = build_training_world(spec, task.terrain)
+        self.robot = robot = self.world.robot
+        base_model = robot.model
+        self.models = [copy.copy(base_model) for _ in range(n)]
+        self._scratch = mujoco.MjData(base_model)
+        self.dt = spec.timing.policy_period_s
+        self.decimation = spec.timing.decimation
+        self.max_episode_length = int(np.ceil(task.episode_length_s / self.dt))
+        self.num_joints = j = spec.num_joints
+        self.num_actions = j
+        self.num_commands = task.commands.size
+        self.default_q = spec.default_positions.copy()
+        self.floating = robot.free_qpos_adr is not None
+
+        # Physics: state rows, the held ctrl, rollout outputs.
+        threads = (os.cpu_count() or 1) if nthread is None else nthread
+        self._pool = rollout.Rollout(nthread=threads if threads > 1 else 0)
+        self._datas = [mujoco.MjData(base_model) for _ in range(max(threads, 1))]
+        nstate = mujoco.mj_stateSize(base_model, FULLPHYSICS)
+        self._qpos_off, self._qvel_off = 1, 1 + base_model.nq  # FULLPHYSICS = [time, qpos, qvel, ...]
+        robot.reset(self._scratch)
+        self._template = np.empty(nstate)
+        mujoco.mj_getState(base_model, self._scratch, self._template, FULLPHYSICS)
+        self.state = np.tile(self._template, (n, 1))
+        self._ctrl = np.zeros((n, self.decimation, base_model.nu))
+        self._out = np.empty((n, self.decimation, nstate))
+        self._sens = np.zeros((n, self.decimation, base_model.nsensordata))
+        self._qpos_idx = self._qpos_off + robot.qpos_adr
+        self._qvel_idx = self._qvel_off + robot.qvel_adr
+        # The IMU may sit rotated on the base body: the gyro and orientation are read in its frame.
+        self._imu_rot = self._scratch.xmat[robot.base_body_id].reshape(3, 3).T @ self._scratch.site_xmat[
+            robot.imu_site_id
+        ].reshape(3, 3)
+        self._imu_aligned = bool(np.allclose(self._imu_rot, np.eye(3)))
+        self._base_pos0 = self._scratch.xpos[robot.base_body_id].copy()
+        self._base_rot0 = self._scratch.xmat[robot.base_body_id].reshape(3, 3).copy()
+
+        # Randomization and actuation state.
+        self.nominal = dr.NominalModel.capture(base_model, robot.base_body_id, robot.joint_ids,
+                                               spec.sim_model.base_friction)
+        self.kp = np.tile(spec.kp, (n, 1))
+        self.kd = np.tile(spec.kd, (n, 1))
+        self.strength = np.ones((n, j))
+        self.delay = dr.ActionDelay(n, j, self.dr_cfg.max_latency_steps)
+        self._push_every = round(self.dr_cfg.push_interval_s / self.dt) if self.dr_cfg.push_interval_s else 0
+
+        # Terrain patches, one per env.
+        tcfg = task.terrain
+        if tcfg is not None:
+            self.terrain_levels = terrain_lib.initial_levels(tcfg, self.rng, n)
+            self.terrain_kinds = terrain_lib.initial_kinds(tcfg, n)
+            self.heights = np.zeros((n, tcfg.grid_points, tcfg.grid_points))
+
+        # Episode bookkeeping.
+        self.episode_length = np.zeros(n, dtype=np.int64)
+        self.commands = np.zeros((n, self.num_commands))
+        self.action = np.zeros((n, j))
+        self.last_action = np.zeros((n, j))
+        self.last_dq = np.zeros((n, j))
+        self.feet = FootAirTime(n, len(robot.foot_body_ids), self.dt)
+        self._episode_sums: dict[str, np.ndarray] = {t.name: np.zeros(n) for t in task.rewards.terms}
+        self._tracking_err_sum = np.zeros(n)  # Σ |v_xy − command_xy|
+        self._signed_err_sum = np.zeros((n, 2))  # Σ (v_xy − command_xy): the error of the mean velocity
+        self._steps_taken = np.zeros(n, dtype=np.int64)  # episode_length may start > 0 (rsl_rl spreads it)
+        self._step_count = 0
+        # The reward settings with the robot's facts filled in (the nominal base height from the spec).
+        self.rewards_cfg = dataclasses.replace(
+            task.rewards, base_height_target_m=task.rewards.base_height_target_m or spec.sim_model.base_height
+        )
+        self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
+                                                           task.rewards.soft_limit_fraction)
+
+        dims = (j, self.num_commands, self.num_actions)
+        self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
+                                                    noise=self.dr_cfg.observation_noise)
+        self.critic_obs_builder = ObservationBuilder(task.critic_obs, n, *dims, noise=False)
+        self.num_actor_obs = self.actor_obs_builder.dim
+        self.num_critic_obs = self.critic_obs_builder.dim
+        self.actor_obs = np.zeros((n, self.num_actor_obs), dtype=np.float32)
+        self.critic_obs = np.zeros((n, self.num_critic_obs), dtype=np.float32)
+        self._has_episode = np.zeros(n, dtype=bool)
+        self.last_finished: dict[str, np.ndarray] = {}
+        self.final_obs_inputs: ObsInputs | None = None
+        self.reset()
+
+    # ------------------------------------------------------------------------------------------------
+    # Reading the state
+
+    def _frame(self) -> dict[str, np.ndarray]:
+        """Robot quantities of every env at the current state rows."""
+        s = self.state
+        out = {"q": s[:, self._qpos_idx], "dq": s[:, self._qvel_idx]}
+        if self.floating:
+            p, v = self._qpos_off + self.robot.free_qpos_adr, self._qvel_off + self.robot.free_qvel_adr
+            quat = s[:, p + 3 : p + 7]
+            out["base_pos"] = s[:, p : p + 3]
+            out["base_quat"] = quat
+            out["base_lin_vel"] = quat_rotate_inverse(quat, s[:, v : v + 3])
+            out["base_ang_vel"] = s[:, v + 3 : v + 6]  # a free joint's angular velocity is in the body frame
+            out["gravity"] = projected_gravity(quat)
+        return out
+
+    def _obs_inputs(self, f: dict[str, np.ndarray]) -> ObsInputs:
+        n = self.num_envs
+        if self.floating:
+            r = self._imu_rot  # base→IMU: vectors measured in the IMU frame
+            quat = f["base_quat"] if self._imu_aligned else quat_mul_rot(f["base_quat"], r)
+            ang, lin = f["base_ang_vel"] @ r, f["base_lin_vel"] @ r
+        else:
+            quat, ang, lin = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1)), np.zeros((n, 3)), np.zeros((n, 3))
+        return ObsInputs(q=f["q"], dq=f["dq"], default_q=self.default_q, base_quat=quat, base_ang_vel=ang,
+                         command=self.commands, last_action=self.action, base_lin_vel=lin)
+
+    def _compute_obs(self, frame: dict[str, np.ndarray] | None = None) -> None:
+        """Observations at the current state rows (``frame``: already read from them, if no env was reset)."""
+        inputs = self._obs_inputs(self._frame() if frame is None else frame)
+        self.actor_obs = self.actor_obs_builder.compute(inputs)
+        self.critic_obs = self.critic_obs_builder.compute(inputs)
+
+    # ------------------------------------------------------------------------------------------------
+    # Reset
+
+    def reset(self) -> tuple[np.ndarray, np.ndarray]:
+        """Reset every env; returns (actor_obs, critic_obs)."""
+        self._reset_envs(np.arange(self.num_envs))
+        self._compute_obs()
+        return self.actor_obs, self.critic_obs
+
+    def _reset_envs(self, ids: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
+        cfg = self.dr_cfg
+        k = len(ids)
+        sample = dr.sample_model(cfg, self.nominal, self.rng, k)
+        if self.task.terrain is not None:
+            self._update_terrain(ids)
+        for row, i in enumerate(ids):
+            dr.apply_model_sample(self.models[i], self._scratch, self.nominal, sample.row(row))
+            if self.task.terrain is not None:  # MuJoCo reads the heightfield from the model on every step
+                write_heightfield(self.models[i], self.world.hfield_id, self.heights[i])
+        self.kp[ids] = self.spec.kp * sample.kp_scale * sample.motor_strength
+        self.kd[ids] = self.spec.kd * sample.kd_scale * sample.motor_strength
+        self.strength[ids] = sample.motor_strength
+
+        q, dq = dr.initial_joint_state(cfg, self.rng, k, self.default_q, self.spec.position_lower,
+                                       self.spec.position_upper)
+        rows = np.tile(self._template, (k, 1))
+        rows[:, self._qpos_idx] = q
+        rows[:, self._qvel_idx] = dq
+        if self.floating:
+            p = self._qpos_off + self.robot.free_qpos_adr
+            if self.task.terrain is not None:
+                rows[:, p + 2] += terrain_lib.height_at(self.task.terrain, self.heights[ids], np.zeros((k, 2)))
+            rows[:, p + 3 : p + 7] = yaw_quat(self.rng.uniform(-np.pi, np.pi, size=k))
+        self.state[ids] = rows
+
+        self.commands[ids] = self._sample_commands(k)
+        self.episode_length[ids] = 0
+        self.action[ids] = 0.0
+        self.last_action[ids] = 0.0
+        self.last_dq[ids] = dq
+        self.feet.reset(ids)
+        self.delay.reset(ids, dr.sample_latency(cfg, self.rng, k))
+        self.actor_obs_builder.reset(ids)
+        self.critic_obs_builder.reset(ids)
+        for sums in self._episode_sums.values():
+            sums[ids] = 0.0
+        self._tracking_err_sum[ids] = 0.0
+        self._signed_err_sum[ids] = 0.0
+        self._steps_taken[ids] = 0
+        self._has_episode[ids] = True
+
+    def _update_terrain(self, ids: np.ndarray) -> None:
+        tcfg = self.task.terrain
+        before = self.terrain_levels[ids].copy()
+        ran = self._has_episode[ids] & (self.episode_length[ids] > 0)
+        if ran.any():
+            done = ids[ran]
+            p = self._qpos_off + self.robot.free_qpos_adr
+            walked = np.linalg.norm(self.state[done, p : p + 2], axis=1)
+            commanded = np.linalg.norm(self.commands[done, :2], axis=1) * self.task.episode_length_s
+            self.terrain_levels[done] = terrain_lib.update_levels(tcfg, self.terrain_levels[done], walked,
+                                                                  commanded, self.rng)
+        # A new patch when the level changes (or at the first reset); otherwise the env keeps its patch.
+        changed = ~self._has_episode[ids] | (self.terrain_levels[ids] != before)
+        for i in ids[changed]:
+            self.heights[i] = terrain_lib.generate(tcfg, self.terrain_kinds[i], int(self.terrain_levels[i]),
+                                                   self.rng)
+
+    @staticmethod
+    def _checked_command(task: TaskCfg, command: tuple[float, ...]) -> np.ndarray:
+        spec = task.commands
+        if len(command) != spec.size:
+            raise ValueError(f"task {task.name!r} takes {spec.size} command values ({', '.join(spec.names)}), "
+                             f"got {len(command)}")
+        return spec.clip(np.asarray(command, dtype=np.float64))  # outside the trained range: clamped
+
+    def _sample_commands(self, k: int) -> np.ndarray:
+        if self.fixed_command is not None:
+            return np.tile(self.fixed_command, (k, 1))
+        cmd = self.task.commands.sample(self.rng, k)
+        if self.task.objective == "velocity_tracking":
+            small = np.linalg.norm(cmd[:, :2], axis=1) < 0.2  # too slow to walk: stand (as legged_gym)
+            cmd[small, :2] = 0.0
+            cmd[self.rng.random(k) < self.task.standing_fraction] = 0.0
+        return cmd
+
+    # ------------------------------------------------------------------------------------------------
+    # Step
+
+    def step(self, action: np.ndarray) -> StepResult:
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (self.num_envs, self.num_actions):
+            raise ValueError(f"action shape {action.shape}, expected ({self.num_envs}, {self.num_actions})")
+        if not np.all(np.isfinite(action)):
+            raise ValueError("non-finite action given to the env")
+        self.last_action[:] = self.action
+        self.action[:] = action
+        applied = self.delay.push(action)
+        q_target = self.task.action.decode(applied, self.default_q)
+        # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
+        self._ctrl[:] = self.robot.pd_ctrl(q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
+
+        self._step_count += 1
+        if self._push_every and self._step_count % self._push_every == 0 and self.floating:
+            v = self._qvel_off + self.robot.free_qvel_adr
+            self.state[:, v : v + 2] += dr.push_velocity(self.dr_cfg, self.rng, self.num_envs)
+
+        expected_time = self.state[:, 0] + (self.decimation - 0.5) * self.models[0].opt.timestep
+        self._pool.rollout(self.models, self._datas, self.state, self._ctrl, nstep=self.decimation,
+                           state=self._out, sensordata=self._sens, skip_checks=True)
+        self.state[:] = self._out[:, -1]
+        # MuJoCo resets an env whose accelerations blew up (and its clock with it): treat it as a failure.
+        unstable = (self.state[:, 0] < expected_time) | ~np.all(np.isfinite(self.state), axis=1)
+        self.episode_length += 1
+        self._steps_taken += 1
+
+        f = self._frame()
+        terminated = unstable | self._failures(f)
+        truncated = (self.episode_length >= self.max_episode_length) & ~terminated
+        reward, parts = self._rewards(f, terminated)
+        if unstable.any():  # an env MuJoCo had to reset earns nothing this step (its values are meaningless)
+            reward[unstable] = 0.0
+            for value in parts.values():
+                value[unstable] = 0.0
+        self.last_dq[:] = f["dq"]
+        for name, value in parts.items():
+            self._episode_sums[name] += value
+        if self.task.objective == "velocity_tracking":
+            err = f["base_lin_vel"][:, :2] - self.commands[:, :2]
+            self._tracking_err_sum += np.linalg.norm(err, axis=1)
+            self._signed_err_sum += err
+
+        done = terminated | truncated
+        finished = self._episode_metrics(np.flatnonzero(done), terminated) if done.any() else {}
+        if done.any():  # what the finished envs' last observation is built from (Gymnasium's final_obs)
+            self.final_obs_inputs = _copied(self._obs_inputs(f))
+        log = {k: float(np.mean(v)) for k, v in finished.items()}
+        if self.task.terrain is not None and done.any():
+            log["Curriculum/terrain_level"] = float(np.mean(self.terrain_levels))
+        self._resample_commands()
+        self._reset_envs(np.flatnonzero(done))
+        self._compute_obs(None if done.any() else f)
+        self.last_finished = finished
+        return StepResult(self.actor_obs, self.critic_obs, reward, terminated, truncated, log, finished)
+
+    def _failures(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        t = self.task.terminations
+        failed = np.zeros(self.num_envs, dtype=bool)
+        if not self.floating:
+            return failed
+        if t.max_tilt_rad is not None:
+            failed |= tilt_angle(f["gravity"]) > t.max_tilt_rad
+        if t.min_base_height_m is not None:
+            failed |= self.base_height(f) < t.min_base_height_m
+        if t.base_contact and self.world.sensors.base_contact is not None:
+            failed |= self._sens[:, :, self.world.sensors.base_contact].max(axis=1) > 0
+        return failed
+
+    def base_height(self, f: dict[str, np.ndarray]) -> np.ndarray:
+        z = f["base_pos"][:, 2]
+        if self.task.terrain is None:
+            return z
+        return z - terrain_lib.height_at(self.task.terrain, self.heights, f["base_pos"][:, :2])
+
+    def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
+        sens = self.world.sensors
+        torque = self._sens[:, :, sens.joint_torque].mean(axis=1)
+        inputs = RewardInputs(
+            dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
+            q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
+            last_action=self.last_action, terminated=terminated,
+        )
+        if self.floating:
+            inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]
+            inputs.projected_gravity = f["gravity"]
+            inputs.base_height = self.base_height(f)
+            adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
+            force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
+            inputs.first_contact, inputs.air_time = self.feet.update(force)
+        if sens.ee_pos is not None:
+            inputs.ee_error = np.linalg.norm(self.end_effector_pos() - self.commands, axis=1)
+        return compute_rewards(self.rewards_cfg, inputs)
+
+    def end_effector_pos(self) -> np.ndarray:
+        """(N, 3) tool point in the base frame at the end of the last step (read from its sensors)."""
+        sens, last = self.world.sensors, self._sens[:, -1]
+        # Sensors are read before the last substep's integration: advance by its velocity.
+        pos, vel = last[:, sens.ee_pos : sens.ee_pos + 3], last[:, sens.ee_vel : sens.ee_vel + 3]
+        world = pos + vel * self.models[0].opt.timestep
+        return (world - self._base_pos0) @ self._base_rot0
+
+    def _resample_commands(self) -> None:
+        every = self.task.command_resample_s
+        if every is None:
+            return
+        steps = max(round(every / self.dt), 1)
+        due = np.flatnonzero((self.episode_length % steps == 0) & (self.episode_length > 0))
+        if len(due):
+            self.commands[due] = self._sample_commands(len(due))
+
+    def _episode_metrics(self, ids: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
+        steps = np.maximum(self._steps_taken[ids], 1)
+        length_s = steps * self.dt
+        out = {f"Episode_Reward/{k}": v[ids] / length_s for k, v in self._episode_sums.items()}
+        out["Episode/length_s"] = length_s
+        out["Episode/fell"] = terminated[ids].astype(float)
+        if self.task.objective == "velocity_tracking":
+            out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
+            out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
+        if self.world.sensors.ee_pos is not None:
+            err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
+            out["Episode/final_distance_m"] = err
+            out["Episode/success"] = (err < self.task.rewards.reach_tolerance_m).astype(float)
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+def _copied(inputs: ObsInputs) -> ObsInputs:
+    return ObsInputs(**{k: None if v is None else np.array(v) for k, v in vars(inputs).items()})

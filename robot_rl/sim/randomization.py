@@ -1,0 +1,291 @@
+"""Domain randomization: typed ranges per task, sampled and applied per env.
+
+Sampling is pure (ranges + generator → arrays), and the model-parameter functions compute the new arrays
+from the nominal ones (captured once from the compiled model, which got its values from the robot spec).
+The env writes the results into its per-env ``MjModel`` copies at reset; pushes and latency are applied
+by the env at their interval / every step.
+
+A user override naming a key that is not a field of ``RandomizationCfg`` is an error that lists the keys,
+so a typo never silently trains without the randomization the user asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+import numpy as np
+
+from robot_rl.typed_yaml import ConfigError
+
+if TYPE_CHECKING:  # mujoco is imported where a model is touched: task configs import this module
+    import mujoco
+
+Range = tuple[float, float]
+
+
+class UnknownRandomizationKey(ConfigError):
+    """A randomization override names a parameter that does not exist."""
+
+    def __init__(self, key: str, source: str = "randomization override"):
+        super().__init__(source, key, f"unknown domain randomization key (known: {', '.join(known_keys())})")
+
+
+@dataclass(frozen=True)
+class RandomizationCfg:
+    """Ranges of every randomized quantity. ``None`` (or 0, or an empty range) switches a term off."""
+
+    friction_scale: Range | None = None  # × sim_model.base_friction, every geom (robot and ground)
+    base_mass_add_kg: Range | None = None  # payload added to the base body
+    link_mass_scale: Range | None = None  # × mass (and inertia) of each robot body, drawn per body
+    com_offset_m: float = 0.0  # ± per axis, base body center of mass
+    kp_scale: Range | None = None  # × position gain, drawn per joint
+    kd_scale: Range | None = None  # × damping gain, drawn per joint
+    motor_strength: Range | None = None  # × the whole PD torque and its effort limit, drawn per joint
+    action_latency_steps: tuple[int, int] = (0, 0)  # policy steps between policy output and the motors
+    push_interval_s: float | None = None  # every this often, the base gets a random velocity kick
+    push_max_vel_m_s: float = 0.0  # ± per horizontal axis
+    init_joint_pos_rad: float = 0.0  # ± around the default pose at reset (clipped to the joint limits)
+    init_joint_vel_rad_s: float = 0.0  # ± joint velocity at reset
+    observation_noise: bool = True  # the ObsTerm.noise of the actor's observation terms
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple) and value[0] > value[1]:
+                raise ValueError(f"randomization {f.name}: range {list(value)} out of order (need low ≤ high)")
+        if self.action_latency_steps[0] < 0:
+            raise ValueError(f"randomization action_latency_steps: {self.action_latency_steps} must be ≥ 0")
+        for key in ("com_offset_m", "push_max_vel_m_s", "init_joint_pos_rad", "init_joint_vel_rad_s"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"randomization {key}: must be ≥ 0, got {getattr(self, key)}")
+
+    @property
+    def max_latency_steps(self) -> int:
+        return self.action_latency_steps[1]
+
+
+NO_RANDOMIZATION = RandomizationCfg(observation_noise=False)
+
+
+def known_keys() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(RandomizationCfg))
+
+
+def with_overrides(cfg: RandomizationCfg, overrides: Mapping[str, Any]) -> RandomizationCfg:
+    """``cfg`` with some fields replaced; an unknown key raises ``UnknownRandomizationKey``."""
+    for key in overrides:
+        if key not in known_keys():
+            raise UnknownRandomizationKey(key)
+    try:
+        return dataclasses.replace(cfg, **overrides)
+    except ValueError as exc:
+        raise ConfigError("randomization override", ", ".join(overrides), str(exc)) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"friction_scale=0.3,1.2"`` → ``("friction_scale", (0.3, 1.2))``; ``none``/``off`` switches a term off."""
+    source = "--dr"
+    key, sep, raw = (part.strip() for part in text.partition("="))
+    if not sep:
+        raise ConfigError(source, text, "expected KEY=VALUE, e.g. friction_scale=0.3,1.2")
+    if key not in known_keys():
+        raise UnknownRandomizationKey(key, source)
+    hint = str(get_type_hints(RandomizationCfg)[key])
+    default = getattr(RandomizationCfg(), key)
+    if raw.lower() in ("none", "off"):
+        if "None" in hint:
+            return key, None
+        return key, (0, 0) if isinstance(default, tuple) else type(default)(0)
+    if hint == str(bool) or isinstance(default, bool):
+        if raw.lower() not in ("true", "false", "on", "1", "0"):
+            raise ConfigError(source, key, f"expected true or false, got {raw!r}")
+        return key, raw.lower() in ("true", "on", "1")
+    try:
+        numbers = [float(p) for p in raw.split(",")]
+    except ValueError:
+        raise ConfigError(source, key, f"{raw!r} is not a number or LOW,HIGH") from None
+    if "tuple" in hint:
+        if len(numbers) != 2:
+            raise ConfigError(source, key, f"expected LOW,HIGH, got {raw!r}")
+        cast = int if "tuple[int" in hint else float
+        return key, (cast(numbers[0]), cast(numbers[1]))
+    if len(numbers) != 1:
+        raise ConfigError(source, key, f"expected one number, got {raw!r}")
+    return key, numbers[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Model parameters
+
+
+@dataclass(frozen=True)
+class NominalModel:
+    """The values DR scales around, copied from the compiled model before any randomization."""
+
+    geom_friction: np.ndarray  # (ngeom, 3)
+    body_mass: np.ndarray  # (nbody,)
+    body_inertia: np.ndarray  # (nbody, 3)
+    body_ipos: np.ndarray  # (nbody, 3)
+    jnt_actfrcrange: np.ndarray  # (njnt, 2) effort limits
+    base_body: int
+    robot_bodies: np.ndarray  # body ids whose mass is randomized (the robot's, not the world's)
+    spec_joints: np.ndarray  # joint id of each spec joint, in spec order
+    base_friction: float
+
+    @classmethod
+    def capture(
+        cls, model: mujoco.MjModel, base_body: int, spec_joints: np.ndarray, base_friction: float
+    ) -> NominalModel:
+        robot = np.array([b for b in range(1, model.nbody) if model.body_mass[b] > 0], dtype=int)
+        return cls(
+            geom_friction=model.geom_friction.copy(),
+            body_mass=model.body_mass.copy(),
+            body_inertia=model.body_inertia.copy(),
+            body_ipos=model.body_ipos.copy(),
+            jnt_actfrcrange=model.jnt_actfrcrange.copy(),
+            base_body=base_body,
+            robot_bodies=robot,
+            spec_joints=np.asarray(spec_joints, dtype=int),
+            base_friction=base_friction,
+        )
+
+
+@dataclass
+class ModelSample:
+    """One draw of the model parameters for ``n`` envs (1.0 / 0.0 where a term is off)."""
+
+    friction_scale: np.ndarray  # (n,)
+    base_mass_add: np.ndarray  # (n,)
+    link_mass_scale: np.ndarray  # (n, len(robot_bodies))
+    com_offset: np.ndarray  # (n, 3)
+    kp_scale: np.ndarray  # (n, joints)
+    kd_scale: np.ndarray  # (n, joints)
+    motor_strength: np.ndarray  # (n, joints)
+
+    def row(self, i: int) -> ModelSample:
+        return ModelSample(*(getattr(self, f.name)[i : i + 1] for f in dataclasses.fields(self)))
+
+
+def _uniform(rng: np.random.Generator, rng_range: Range | None, shape: tuple[int, ...]) -> np.ndarray:
+    if rng_range is None:
+        return np.ones(shape)
+    return rng.uniform(rng_range[0], rng_range[1], size=shape)
+
+
+def sample_model(cfg: RandomizationCfg, nominal: NominalModel, rng: np.random.Generator, n: int) -> ModelSample:
+    nu = len(nominal.spec_joints)
+    add = (0.0, 0.0) if cfg.base_mass_add_kg is None else cfg.base_mass_add_kg
+    return ModelSample(
+        friction_scale=_uniform(rng, cfg.friction_scale, (n,)),
+        base_mass_add=rng.uniform(add[0], add[1], size=n),
+        link_mass_scale=_uniform(rng, cfg.link_mass_scale, (n, len(nominal.robot_bodies))),
+        com_offset=rng.uniform(-cfg.com_offset_m, cfg.com_offset_m, size=(n, 3)),
+        kp_scale=_uniform(rng, cfg.kp_scale, (n, nu)),
+        kd_scale=_uniform(rng, cfg.kd_scale, (n, nu)),
+        motor_strength=_uniform(rng, cfg.motor_strength, (n, nu)),
+    )
+
+
+def nominal_sample(nominal: NominalModel, n: int = 1) -> ModelSample:
+    """The draw that reproduces the nominal model (used when DR is off)."""
+    nu = len(nominal.spec_joints)
+    return ModelSample(np.ones(n), np.zeros(n), np.ones((n, len(nominal.robot_bodies))), np.zeros((n, 3)),
+                       np.ones((n, nu)), np.ones((n, nu)), np.ones((n, nu)))
+
+
+def randomized_friction(nominal: NominalModel, scale: float) -> np.ndarray:
+    """Every geom's sliding friction = base_friction × scale (MuJoCo takes the max of a contact's pair, so
+    setting ground and robot alike makes the contact friction exactly that value)."""
+    friction = nominal.geom_friction.copy()
+    friction[:, 0] = nominal.base_friction * scale
+    return friction
+
+
+def randomized_inertia(
+    nominal: NominalModel, base_mass_add: float, link_scale: np.ndarray, com_offset: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(body_mass, body_inertia, body_ipos). Inertia scales with mass: the same shape, denser or lighter."""
+    mass = nominal.body_mass.copy()
+    inertia = nominal.body_inertia.copy()
+    ipos = nominal.body_ipos.copy()
+    bodies = nominal.robot_bodies
+    mass[bodies] *= link_scale
+    inertia[bodies] *= link_scale[:, None]
+    b = nominal.base_body
+    payload_scale = (mass[b] + base_mass_add) / mass[b]
+    mass[b] *= payload_scale
+    inertia[b] *= payload_scale
+    ipos[b] += com_offset
+    return mass, inertia, ipos
+
+
+def randomized_effort_limits(nominal: NominalModel, strength: np.ndarray) -> np.ndarray:
+    """jnt_actfrcrange: a stronger (weaker) motor also saturates later (earlier). The PD torque itself is
+    scaled by the env through the per-env gains in ``ctrl``, so s·clip(PD, ±effort) = clip(s·PD, ±s·effort)."""
+    limits = nominal.jnt_actfrcrange.copy()
+    limits[nominal.spec_joints] *= strength[:, None]
+    return limits
+
+
+def apply_model_sample(model: mujoco.MjModel, data: mujoco.MjData, nominal: NominalModel, s: ModelSample) -> None:
+    """Write one env's draw (a ``ModelSample`` of length 1) into its own model copy."""
+    model.geom_friction[:] = randomized_friction(nominal, float(s.friction_scale[0]))
+    mass, inertia, ipos = randomized_inertia(nominal, float(s.base_mass_add[0]), s.link_mass_scale[0], s.com_offset[0])
+    model.body_mass[:] = mass
+    model.body_inertia[:] = inertia
+    model.body_ipos[:] = ipos
+    model.jnt_actfrcrange[:] = randomized_effort_limits(nominal, s.motor_strength[0])
+    # Constraint scaling (invweight), subtree masses etc. are derived from the masses at compile time.
+    import mujoco
+
+    mujoco.mj_setConst(model, data)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-step quantities
+
+
+def sample_latency(cfg: RandomizationCfg, rng: np.random.Generator, n: int) -> np.ndarray:
+    lo, hi = cfg.action_latency_steps
+    return rng.integers(lo, hi + 1, size=n)
+
+
+def push_velocity(cfg: RandomizationCfg, rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, 2) horizontal velocity added to the base."""
+    return rng.uniform(-cfg.push_max_vel_m_s, cfg.push_max_vel_m_s, size=(n, 2))
+
+
+def initial_joint_state(
+    cfg: RandomizationCfg,
+    rng: np.random.Generator,
+    n: int,
+    default_q: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    q = default_q + rng.uniform(-cfg.init_joint_pos_rad, cfg.init_joint_pos_rad, size=(n, len(default_q)))
+    dq = rng.uniform(-cfg.init_joint_vel_rad_s, cfg.init_joint_vel_rad_s, size=(n, len(default_q)))
+    return np.clip(q, lower, upper), dq
+
+
+class ActionDelay:
+    """Per-env action latency of 0..k policy steps: what reaches the motors is the action from k steps ago."""
+
+    def __init__(self, num_envs: int, num_actions: int, max_steps: int):
+        self.buffer = np.zeros((num_envs, max_steps + 1, num_actions))
+        self.latency = np.zeros(num_envs, dtype=int)
+        self._rows = np.arange(num_envs)
+
+    def reset(self, env_ids: np.ndarray, latency: np.ndarray, fill: np.ndarray | None = None) -> None:
+        self.latency[env_ids] = latency
+        self.buffer[env_ids] = 0.0 if fill is None else fill[:, None, :]
+
+    def push(self, action: np.ndarray) -> np.ndarray:
+        """Store this step's action and return the one to apply now."""
+        if self.buffer.shape[1] > 1:
+            self.buffer[:, 1:] = self.buffer[:, :-1]
+        self.buffer[:, 0] = action
+        return self.buffer[self._rows, self.latency]

@@ -1,0 +1,37 @@
+"""The explicit task registry: every task the project trains, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from robot_rl.tasks.a1_velocity import a1_flat, a1_rough
+from robot_rl.tasks.panda_push import panda_push
+from robot_rl.tasks.panda_reach import panda_reach
+from robot_rl.tasks.task import TaskCfg
+
+
+class UnknownTaskError(KeyError):
+    """No task has this name. The message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
+
+
+TASKS: dict[str, Callable[[], TaskCfg]] = {
+    "a1-flat": a1_flat,
+    "a1-rough": a1_rough,
+    "panda-reach": panda_reach,
+    "panda-push": panda_push,
+}
+
+
+def task_names() -> list[str]:
+    return list(TASKS)
+
+
+def make_task(name: str) -> TaskCfg:
+    try:
+        factory = TASKS[name]
+    except KeyError:
+        raise UnknownTaskError(f"unknown task {name!r} (known tasks: {', '.join(TASKS)})") from None
+    return factory()

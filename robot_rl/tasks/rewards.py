@@ -1,0 +1,117 @@
+"""Reward terms: pure functions of a batch of sim quantities, registered by name, weighted by the task.
+
+Weights are per second of sim time and multiplied by the policy period when summed (the legged_gym
+convention), so a task's weights don't change meaning when its policy rate does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    name: str  # a key of REWARD_TERMS
+    weight: float  # per second
+
+
+@dataclass(frozen=True)
+class RewardsCfg:
+    terms: tuple[RewardTerm, ...]
+    tracking_sigma: float = 0.25  # (m/s)² of the velocity-tracking exp kernels
+    base_height_target_m: float | None = None  # None: the spec's sim_model.base_height
+    feet_air_time_target_s: float = 0.5  # steps longer than this are rewarded, shorter ones penalized
+    reach_sigma_m: float = 0.1  # length scale of the reach exp kernel
+    reach_tolerance_m: float = 0.02  # tip within this of the target counts as success
+    soft_limit_fraction: float = 0.9  # dof_pos_limits penalizes beyond this fraction of the range
+    only_positive: bool = False  # clip the summed reward at 0 (helps early locomotion learning)
+
+    def __post_init__(self) -> None:
+        for term in self.terms:
+            if term.name not in REWARD_TERMS:
+                raise ValueError(f"unknown reward term {term.name!r} (known: {', '.join(REWARD_TERMS)})")
+
+
+@dataclass
+class RewardInputs:
+    """Everything a reward term may read, batched over N envs. Terms a robot lacks are None."""
+
+    dt: float  # policy period
+    command: np.ndarray  # (N, C)
+    q: np.ndarray  # (N, J)
+    dq: np.ndarray  # (N, J)
+    last_dq: np.ndarray  # (N, J)
+    default_q: np.ndarray  # (J,)
+    q_soft_lower: np.ndarray  # (J,)
+    q_soft_upper: np.ndarray  # (J,)
+    torque: np.ndarray  # (N, J) actuator torque, mean over the substeps
+    action: np.ndarray  # (N, A) raw policy output this step
+    last_action: np.ndarray  # (N, A)
+    terminated: np.ndarray  # (N,) bool, ended by a failure (not a time-out)
+    base_lin_vel: np.ndarray | None = None  # (N, 3) body frame
+    base_ang_vel: np.ndarray | None = None  # (N, 3) body frame
+    projected_gravity: np.ndarray | None = None  # (N, 3)
+    base_height: np.ndarray | None = None  # (N,) above the terrain under the base
+    first_contact: np.ndarray | None = None  # (N, F) bool, foot touched down this step
+    air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
+    ee_error: np.ndarray | None = None  # (N,) m, end effector to target
+
+
+def _sq(x: np.ndarray) -> np.ndarray:
+    return np.sum(np.square(x), axis=1)
+
+
+def _moving_command(i: RewardInputs) -> np.ndarray:
+    return np.linalg.norm(i.command[:, :2], axis=1) > 0.1
+
+
+RewardFn = Callable[[RewardInputs, RewardsCfg], np.ndarray]
+
+REWARD_TERMS: dict[str, RewardFn] = {
+    # velocity tracking (command = lin_vel_x, lin_vel_y, ang_vel_z)
+    "tracking_lin_vel": lambda i, c: np.exp(-_sq(i.command[:, :2] - i.base_lin_vel[:, :2]) / c.tracking_sigma),
+    "tracking_ang_vel": lambda i, c: np.exp(-np.square(i.command[:, 2] - i.base_ang_vel[:, 2]) / c.tracking_sigma),
+    "lin_vel_z": lambda i, c: np.square(i.base_lin_vel[:, 2]),
+    "ang_vel_xy": lambda i, c: _sq(i.base_ang_vel[:, :2]),
+    "orientation": lambda i, c: _sq(i.projected_gravity[:, :2]),
+    "base_height": lambda i, c: np.square(i.base_height - c.base_height_target_m),
+    "feet_air_time": lambda i, c: np.sum((i.air_time - c.feet_air_time_target_s) * i.first_contact, axis=1)
+    * _moving_command(i),
+    "stand_still": lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i),
+    # effort and smoothness
+    "torques": lambda i, c: _sq(i.torque),
+    "dof_vel": lambda i, c: _sq(i.dq),
+    "dof_acc": lambda i, c: _sq((i.dq - i.last_dq) / i.dt),
+    "action_rate": lambda i, c: _sq(i.action - i.last_action),
+    "dof_pos_limits": lambda i, c: np.sum(
+        np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
+    ),
+    "termination": lambda i, c: i.terminated.astype(float),
+    # reaching (command = target position in the base frame)
+    "reach_distance": lambda i, c: i.ee_error,
+    "reach_kernel": lambda i, c: np.exp(-np.square(i.ee_error / c.reach_sigma_m)),
+    "reach_success": lambda i, c: (i.ee_error < c.reach_tolerance_m).astype(float),
+}
+
+
+def soft_limits(lower: np.ndarray, upper: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The middle ``fraction`` of each joint's range."""
+    mid = (lower + upper) / 2
+    half = (upper - lower) / 2 * fraction
+    return mid - half, mid + half
+
+
+def compute_rewards(cfg: RewardsCfg, inputs: RewardInputs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(total reward per env, each term's weighted contribution per env)."""
+    total = np.zeros(len(inputs.q))
+    parts: dict[str, np.ndarray] = {}
+    for term in cfg.terms:
+        value = REWARD_TERMS[term.name](inputs, cfg) * (term.weight * inputs.dt)
+        parts[term.name] = value
+        total += value
+    if cfg.only_positive:
+        total = np.clip(total, 0.0, None)
+    return total, parts

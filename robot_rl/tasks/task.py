@@ -1,0 +1,98 @@
+"""A task: what the robot is asked to do in sim, and how it is trained.
+
+``TaskCfg`` gathers everything about a task in one frozen value: the robot (by spec name), the actor's
+and the critic's observations, the commands, the action decoding, rewards, terminations, randomization
+ranges, terrain, episode length and PPO hyper-parameters. The policy contract is built from
+``(spec, actor_obs, commands, action)``; the rest only matters in training.
+
+The actor sees only what the real robot measures. The critic (asymmetric actor-critic) may also see
+quantities only a simulator knows, such as the base linear velocity; it is dropped at export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from robot_rl.sim.randomization import RandomizationCfg
+from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.observations import ObservationLayout
+from robot_rl.tasks.rewards import RewardsCfg
+from robot_rl.tasks.terrain import TerrainCfg
+
+# Observation terms a real robot of each kind measures. The actor may use no others. ``object_pos`` is
+# measured on hardware by a perception source (camera tracker, mocap) that fills RobotState.object_pos.
+MEASURED_TERMS = frozenset(
+    {"base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action", "object_pos"}
+)
+
+
+# Objectives the vectorized MuJoCo env simulates, i.e. the tasks `train` runs PPO on.
+PPO_OBJECTIVES = ("velocity_tracking", "reach")
+
+
+@dataclass(frozen=True)
+class TerminationsCfg:
+    max_tilt_rad: float | None = None  # base tilt from upright ends the episode (a fall)
+    min_base_height_m: float | None = None  # base this close to the terrain ends the episode
+    base_contact: bool = False  # the base body touching anything ends the episode
+
+
+@dataclass(frozen=True)
+class PPOCfg:
+    """rsl_rl PPO and runner settings. Sized for a 2-core CPU: small nets, a few hundred envs."""
+
+    num_envs: int = 256
+    num_steps_per_env: int = 24
+    max_iterations: int = 1500
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    learning_rate: float = 1e-3
+    schedule: Literal["adaptive", "fixed"] = "adaptive"
+    desired_kl: float = 0.01
+    entropy_coef: float = 0.01
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip_param: float = 0.2
+    value_loss_coef: float = 1.0
+    max_grad_norm: float = 1.0
+    actor_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    critic_hidden_dims: tuple[int, ...] = (256, 128, 64)
+    activation: str = "elu"
+    init_noise_std: float = 1.0
+    save_interval: int = 50  # iterations between checkpoints
+
+
+@dataclass(frozen=True)
+class TaskCfg:
+    name: str
+    robot: str  # spec name (hardware/robots/<robot>.yaml)
+    objective: Literal["velocity_tracking", "reach", "push"]  # push: learned from demos (BC), not PPO
+    actor_obs: ObservationLayout
+    critic_obs: ObservationLayout
+    commands: CommandSpec
+    action: JointPositionAction
+    rewards: RewardsCfg
+    terminations: TerminationsCfg
+    randomization: RandomizationCfg
+    episode_length_s: float
+    ppo: PPOCfg
+    terrain: TerrainCfg | None = None  # None: flat ground (or no ground, for an arm)
+    command_resample_s: float | None = None  # None: one command per episode
+    standing_fraction: float = 0.0  # share of velocity commands set to zero (learn to stand still too)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        privileged = [t.name for t in self.actor_obs.terms if t.name not in MEASURED_TERMS]
+        if privileged:
+            raise ValueError(
+                f"task {self.name!r}: the actor observes {privileged}, which a real robot does not measure; "
+                "give such terms to the critic only"
+            )
+        if self.episode_length_s <= 0:
+            raise ValueError(f"task {self.name!r}: episode_length_s must be positive")
+        if self.objective == "velocity_tracking" and self.commands.names[:3] != ("lin_vel_x", "lin_vel_y", "ang_vel_z"):
+            raise ValueError(f"task {self.name!r}: velocity tracking needs commands lin_vel_x, lin_vel_y, ang_vel_z")
+        if self.objective == "reach" and self.commands.names != ("target_x", "target_y", "target_z"):
+            raise ValueError(f"task {self.name!r}: reach needs commands target_x, target_y, target_z")

@@ -1,0 +1,142 @@
+"""Deploy logs: records queued from a control thread come back from the MCAP file, complete and in order;
+the summary counts them; a full queue drops and counts instead of blocking; an unfinished log still reads."""
+
+import json
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+from mcap.reader import make_reader
+
+from robot_rl.data.mcap_log import (
+    EVENTS,
+    PROPOSED,
+    SENT,
+    STATE,
+    TIMING,
+    TOPICS,
+    DeployLogWriter,
+    log_summarize,
+    read_log,
+    summarize_log,
+)
+from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.safety.filters import SafetyEvent
+
+N = 3000
+
+
+def _state(k: int) -> RobotState:
+    return RobotState(timestamp=100.0 + 0.002 * k, tick=k, q=np.full(12, 0.001 * k), dq=np.arange(12.0),
+                      tau=np.zeros(12), base_lin_vel=np.array([0.1, 0.0, -0.1]) if k % 2 else None)
+
+
+def _control_thread(log: DeployLogWriter) -> None:
+    """Stands in for the runtime's control thread: logs every record of a tick, as fast as it can."""
+    for k in range(N):
+        proposed = JointCommand.hold(np.full(12, 0.01 * k), np.full(12, 20.0), np.full(12, 0.5))
+        log.log_state(_state(k))
+        log.log_command(proposed, sent=False, t=float(k))
+        proposed.q_target[0] = -1.0  # mutating after logging must not change what was logged
+        log.log_command(proposed, sent=True, t=float(k))
+        log.log_timing(k, lateness_s=1e-5 * (k % 100), work_s=2e-4, missed=int(k % 1000 == 999))
+        if k % 500 == 0:
+            log.log_event(SafetyEvent("rate_limit", False, f"joint 3 rate limited at tick {k}", (3,)))
+    log.log_event(SafetyEvent("staleness", True, "no new state for 5 periods"))
+
+
+def test_records_logged_from_a_thread_come_back_complete(tmp_path) -> None:
+    path = tmp_path / "run.mcap"
+    log = DeployLogWriter(path, metadata={"robot": "a1"})
+    thread = threading.Thread(target=_control_thread, args=(log,))
+    thread.start()
+    thread.join()
+    log.close()
+    assert log.dropped == 0 and log.written == log.enqueued == 4 * N + N // 500 + 1
+
+    records = list(read_log(path))
+    by_topic = {topic: [r for r in records if r.topic == topic] for topic in TOPICS}
+    assert [len(by_topic[t]) for t in (STATE, PROPOSED, SENT, TIMING, EVENTS)] == [N, N, N, N, N // 500 + 1]
+    assert [r.data["tick"] for r in by_topic[STATE]] == list(range(N))
+    s = by_topic[STATE][1234].data
+    assert s["q"] == pytest.approx([1.234] * 12) and s["t"] == pytest.approx(100.0 + 0.002 * 1234)
+    assert by_topic[STATE][1].data["base_lin_vel"] == pytest.approx([0.1, 0.0, -0.1])
+    assert by_topic[STATE][2].data["base_lin_vel"] is None
+    assert by_topic[PROPOSED][7].data["q_target"][0] == pytest.approx(0.07)
+    assert by_topic[SENT][7].data["q_target"][:2] == pytest.approx([-1.0, 0.07])
+    assert by_topic[EVENTS][-1].data == {"t": by_topic[EVENTS][-1].data["t"], "filter": "staleness", "fault": True,
+                                        "detail": "no new state for 5 periods", "joints": []}
+
+    with path.open("rb") as stream:  # each channel carries its JSON schema and JSON messages
+        summary = make_reader(stream).get_summary()
+    assert {c.message_encoding for c in summary.channels.values()} == {"json"}
+    assert {s.encoding for s in summary.schemas.values()} == {"jsonschema"}
+    schema = next(s for s in summary.schemas.values() if s.name == "robot_rl/RobotState")
+    assert "base_quat" in json.loads(schema.data)["properties"]
+
+
+def test_summary_counts_channels_events_timing_and_drops(tmp_path, capsys) -> None:
+    path = tmp_path / "run.mcap"
+    with DeployLogWriter(path) as log:
+        _control_thread(log)
+        nan_command = JointCommand.passive(12)
+        nan_command.q_target[2] = np.nan  # JSON has no NaN: written as null
+        log.log_command(nan_command, sent=False)
+    summary = summarize_log(path)
+    assert summary["messages"] == {STATE: N, PROPOSED: N + 1, SENT: N, EVENTS: N // 500 + 1, TIMING: N}
+    assert summary["safety_events"]["by_filter"] == {"rate_limit": N // 500, "staleness": 1}
+    assert summary["safety_events"]["faults"] == 1
+    assert summary["safety_events"]["first"][0] == "[limit] rate_limit: joint 3 rate limited at tick 0"
+    lateness = 1e-5 * (np.arange(N) % 100)
+    assert summary["timing"]["ticks"] == N and summary["timing"]["missed_deadlines"] == N // 1000
+    assert summary["timing"]["lateness_s"]["p99"] == pytest.approx(np.percentile(lateness, 99))
+    assert summary["timing"]["lateness_s"]["max"] == pytest.approx(99e-5)
+    assert summary["dropped_records"] == 0 and summary["closed_cleanly"] and summary["duration_s"] > 0
+    last = list(read_log(path, topics=(PROPOSED,)))[-1]
+    assert last.data["q_target"][2] is None
+
+    assert log_summarize(str(path)) == 0
+    out = capsys.readouterr().out
+    assert "/robot/command_sent" in out and "dropped records: 0" in out and "staleness: 1" in out
+
+
+def test_full_queue_drops_and_counts_instead_of_blocking(tmp_path) -> None:
+    path = tmp_path / "small.mcap"
+    log = DeployLogWriter(path, queue_capacity=10, poll_s=10.0)  # the writer drains at most once meanwhile
+    for k in range(100):
+        log.log_state(_state(k))
+    log.close()
+    assert log.enqueued + log.dropped == 100 and log.dropped >= 80
+    summary = summarize_log(path)
+    assert summary["dropped_records"] == log.dropped
+    assert summary["messages"][STATE] == log.enqueued
+    assert not log.log_state(_state(0))  # after close: refused and counted, never an exception
+
+
+def test_a_log_whose_writer_died_still_reads(tmp_path) -> None:
+    path, copy = tmp_path / "run.mcap", tmp_path / "crashed.mcap"
+    log = DeployLogWriter(path)
+    for k in range(20000):
+        log.log_state(_state(k))
+        if k % 2000 == 0:
+            time.sleep(0.01)  # let the writer keep up
+    deadline = time.monotonic() + 20
+    while log.written < log.enqueued and time.monotonic() < deadline:
+        time.sleep(0.01)
+    log._stream.flush()
+    shutil.copy(path, copy)  # the file as a crash would leave it: no summary, last chunk unfinished
+    log.close()
+    records = list(read_log(copy))
+    assert 0 < len(records) < 20000
+    assert [r.data["tick"] for r in records] == list(range(len(records)))
+    summary = summarize_log(copy)
+    assert not summary["closed_cleanly"] and summary["dropped_records"] is None
+
+
+def test_not_an_mcap_file_is_named(tmp_path) -> None:
+    bad = tmp_path / "notes.mcap"
+    bad.write_text("not a log")
+    with pytest.raises(ValueError, match=r"notes\.mcap: not a readable MCAP deploy log"):
+        summarize_log(bad)

@@ -1,0 +1,67 @@
+"""The finetune command end to end on the in-process sim (shifted), and its argument errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.finetune import parse_shift, run_finetune
+from robot_rl.learn.residual.shifted_sim import RealityShift
+from robot_rl.policy.onnx_policy import load_policy, read_contract
+from robot_rl.typed_yaml import ConfigError
+
+TINY = dict(residual=ResidualCfg(hidden=(32, 32)),
+            sac=SACCfg(critic_hidden=(32, 32), batch_size=32, utd_ratio=1.0, warmup_transitions=50))
+
+
+def test_parse_shift():
+    assert parse_shift(None) is None and parse_shift("") is None
+    assert parse_shift("kp=0.5, payload=2.5,latency=2") == RealityShift(kp_scale=0.5, payload_kg=2.5, latency_steps=2)
+    with pytest.raises(ConfigError, match="KEY one of kp, kd, payload, latency, friction"):
+        parse_shift("gain=0.5")
+    with pytest.raises(ConfigError, match="'x' is not a number"):
+        parse_shift("kp=x")
+    with pytest.raises(ConfigError, match="must be > 0"):
+        parse_shift("kp=0")
+
+
+def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
+    with pytest.raises(ConfigError, match="trained for task 'panda-reach' on 'panda'"):
+        run_finetune(panda_base, "a1", "sim", transitions=10, run_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"prior data .* does not exist"):
+        run_finetune(panda_base, "panda", "sim", transitions=10, replay=ReplayCfg(prior_path=str(tmp_path / "no.npz")),
+                     run_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"no checkpoint\.pt there"):
+        run_finetune(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), run_dir=tmp_path)
+    with pytest.raises(ConfigError, match="in-process sim only"):
+        run_finetune(panda_base, "panda", "unitree-dds", transitions=10, shift=RealityShift(kp_scale=0.5),
+                     run_dir=tmp_path, export=False)
+
+
+@pytest.mark.timeout(240)
+def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_base, tmp_path):
+    shift = RealityShift(kp_scale=0.5, payload_kg=2.0, latency_steps=2)
+    first = run_finetune(panda_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path / "a",
+                         eval_every=200, eval_episodes=2, episode_length_s=0.5, log=False, **TINY)
+    assert first.transitions >= 300 and first.learner["state"] == "finished"
+    assert first.learner["updates"] >= 0.9 * (first.transitions - 50)  # paced to the update-to-data ratio
+    assert first.learner["lost"] == 0 and first.sync["syncs"] > 0
+    assert first.evaluations[0]["transitions"] == 0 and first.evaluations[-1]["transitions"] == first.transitions
+    assert first.learner["received"] == first.transitions
+    lines = [json.loads(x) for x in (tmp_path / "a" / "progress.jsonl").read_text().splitlines()]
+    assert sum(x["kind"] == "episode" for x in lines) == first.episodes
+    assert {"checkpoint.pt", "buffer.npz", "policy_residual.onnx", "config.json"} <= {
+        p.name for p in (tmp_path / "a").iterdir()}
+    composed = load_policy(first.exported, read_contract(panda_base))
+    assert composed.contract.provenance.notes["residual"]["transitions"] == first.transitions
+
+    second = run_finetune(panda_base, "panda", "sim", transitions=100, shift=shift, run_dir=tmp_path / "b",
+                          resume=str(tmp_path / "a"), eval_every=0, episode_length_s=0.5, log=False,
+                          replay=ReplayCfg(prior_path=str(tmp_path / "a" / "buffer.npz")), export=False, **TINY)
+    assert second.learner["prior_transitions"] == first.learner["online_transitions"]
+    assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
+    assert second.learner["updates"] > first.learner["updates"]
+    assert np.isfinite(second.evaluations[-1]["return"])

@@ -1,0 +1,58 @@
+"""The reward on the robot is the task's training reward, computed from what the robot reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.hardware.interface import RobotState
+from robot_rl.learn.residual.rewards import StateReward
+from robot_rl.robots.spec import load_robot
+from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+from robot_rl.tasks.registry import make_task
+
+
+def _state(q: np.ndarray, dq: np.ndarray, **extra) -> RobotState:
+    return RobotState(timestamp=0.0, tick=0, q=q, dq=dq, tau=np.zeros_like(q), **extra)
+
+
+def test_reach_reward_from_robot_state_matches_the_training_env():
+    task = make_task("panda-reach")
+    spec = load_robot("panda")
+    env = MujocoVecEnv(task, 1, seed=3, randomize=False, nthread=1, fixed_command=(0.5, 0.1, 0.4))
+    reward = StateReward(task, spec)
+    rng = np.random.default_rng(0)
+    last = np.zeros(env.num_actions)
+    try:
+        for _ in range(10):
+            action = rng.normal(0.0, 0.5, (1, env.num_actions))
+            result = env.step(action)
+            f = env._frame()
+            mine = reward(_state(f["q"][0], f["dq"][0]), env.commands[0], action[0], last)
+            assert mine == pytest.approx(float(result.reward[0]), rel=1e-3, abs=1e-6)
+            last = action[0]
+    finally:
+        env.close()
+    assert reward.used == tuple(t.name for t in task.rewards.terms) and reward.dropped == ()
+
+
+def test_terms_the_robot_cannot_measure_are_dropped_once_and_listed():
+    task, spec = make_task("a1-flat"), load_robot("a1")
+    reward = StateReward(task, spec)
+    j = spec.num_joints
+    hardware_like = _state(spec.default_positions, np.zeros(j))  # no base velocity, no position, no contacts
+    value = reward(hardware_like, np.array([0.5, 0.0, 0.0]), np.zeros(j), np.zeros(j))
+    assert np.isfinite(value)
+    assert set(reward.dropped) == {"tracking_lin_vel", "lin_vel_z", "feet_air_time"}
+    assert "tracking_ang_vel" in reward.used and "orientation" in reward.used
+
+
+def test_failure_from_tilt_and_a_clear_error_for_the_wrong_robot():
+    task, spec = make_task("a1-flat"), load_robot("a1")
+    reward = StateReward(task, spec)
+    j = spec.num_joints
+    upright = _state(spec.default_positions, np.zeros(j))
+    on_its_side = _state(spec.default_positions, np.zeros(j), base_quat=np.array([np.cos(0.7), np.sin(0.7), 0, 0]))
+    assert not reward.failed(upright) and reward.failed(on_its_side)
+    with pytest.raises(ValueError, match="for robot 'a1', got the spec of 'panda'"):
+        StateReward(task, load_robot("panda"))

@@ -1,0 +1,93 @@
+"""Sim as "real": the shift reaches the simulated robot and the vectorized env identically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.hardware.interface import JointCommand
+from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot, payload_body, shifted_vec_env
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.registry import make_task
+
+SHIFT = RealityShift(kp_scale=0.5, kd_scale=0.8, payload_kg=2.0, latency_steps=2, friction_scale=0.4)
+
+
+def test_shift_values_are_checked():
+    with pytest.raises(ValueError, match="gain and friction scales"):
+        RealityShift(kp_scale=0.0)
+    with pytest.raises(ValueError, match="payload and latency"):
+        RealityShift(latency_steps=-1)
+
+
+def test_shifted_robot_carries_an_uncompensated_payload_weaker_gains_and_latency():
+    spec = load_robot("panda")
+    robot = ShiftedSimRobot(spec, SHIFT)
+    nominal = ShiftedSimRobot(spec, RealityShift())
+    robot.connect()
+    nominal.connect()
+    try:
+        model, ref = robot._backend.robot.model, nominal._backend.robot.model
+        hand = payload_body(model, spec)
+        assert model.body(hand).name == "panda_hand"
+        assert model.body_mass[hand] == pytest.approx(ref.body_mass[hand] + 2.0)
+        # gravity compensated for the nominal mass only
+        assert model.body_gravcomp[hand] * model.body_mass[hand] == pytest.approx(ref.body_mass[hand])
+        assert np.allclose(model.geom_friction[:, 0], 0.4 * spec.sim_model.base_friction)
+
+        hold = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
+        data = robot._backend.data
+        robot.write(hold)  # latency 2: the motors still run the power-up (passive) command
+        assert np.all(data.ctrl == 0.0)
+        robot.write(hold)
+        assert np.all(data.ctrl == 0.0)
+        robot.write(hold)  # the first command arrives, with the shifted gains
+        kp = data.ctrl[robot._backend.robot.kp_ctrl]
+        np.testing.assert_allclose(kp, 0.5 * spec.kp)
+    finally:
+        robot.close()
+        nominal.close()
+
+
+def test_shifted_vec_env_has_the_same_payload_gains_and_latency():
+    task = make_task("panda-reach")
+    env = shifted_vec_env(task, SHIFT, 2, seed=0, nthread=1)
+    try:
+        spec = env.spec
+        hand = payload_body(env.models[0], spec)
+        robot = ShiftedSimRobot(spec, SHIFT)
+        robot.connect()
+        try:
+            shifted = robot._backend.robot.model
+            for model in env.models:
+                assert model.body_mass[hand] == pytest.approx(shifted.body_mass[hand])
+                assert model.body_gravcomp[hand] == pytest.approx(shifted.body_gravcomp[hand])
+        finally:
+            robot.close()
+        np.testing.assert_allclose(env.kp, np.tile(0.5 * spec.kp, (2, 1)))
+        np.testing.assert_allclose(env.kd, np.tile(0.8 * spec.kd, (2, 1)))
+        assert np.all(env.delay.latency == 2)
+        env.step(np.zeros((2, env.num_actions)))
+        env._reset_envs(np.arange(2))  # a reset re-applies the shifted nominal, payload included
+        assert env.models[1].body_mass[hand] == pytest.approx(env.nominal.body_mass[hand])
+        assert env.nominal.body_mass[hand] == pytest.approx(shifted.body_mass[hand])
+    finally:
+        env.close()
+
+
+def test_reposition_sets_a_fallen_legged_robot_back_on_its_feet():
+    spec = load_robot("a1")
+    robot = ShiftedSimRobot(spec, RealityShift(payload_kg=3.0))
+    robot.connect()
+    try:
+        backend = robot._backend
+        adr = backend.robot.free_qpos_adr
+        backend.data.qpos[adr + 3 : adr + 7] = [np.cos(0.8), np.sin(0.8), 0.0, 0.0]  # on its side
+        backend.data.qpos[backend.robot.qpos_adr] += 0.4
+        robot.reposition()
+        state = robot.read()
+        np.testing.assert_allclose(state.q, spec.default_positions, atol=1e-9)
+        assert abs(state.base_quat[0]) == pytest.approx(1.0, abs=1e-6)
+        assert robot._backend.robot.model.body_mass[payload_body(robot._backend.robot.model, spec)] > 3.0
+    finally:
+        robot.close()

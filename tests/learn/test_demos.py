@@ -1,0 +1,69 @@
+"""Scripted demos through arm teleop, the deploy runtime and the teleop recorder into a LeRobot dataset."""
+
+import numpy as np
+import pytest
+
+from robot_rl.control.controller import PolicyController
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot_validate import validate_dataset
+from robot_rl.learn.demos import TASK_TEXT, TaskObservation, collect_demos, observation_names
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.registry import make_task
+
+PANDA = load_robot("panda")
+TASK = make_task("panda-push")
+
+
+@pytest.fixture(scope="module")
+def two_demos(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demos") / "push"
+    summary = collect_demos("panda-push", episodes=2, out_dir=str(out), seed=1, progress=False)
+    return out, summary
+
+
+def test_collect_writes_a_valid_lerobot_dataset_of_successful_episodes(two_demos):
+    out, summary = two_demos
+    assert summary.written == 2 and summary.attempts >= 2 and summary.expert_successes >= 2
+    assert validate_dataset(out) == []
+    ds = LeRobotDataset(out)
+    assert ds.num_episodes == 2 and ds.tasks == [TASK_TEXT]
+    assert all(e["success"] for e in ds.episodes)
+    assert ds.features["observation.state"].names == observation_names(TASK, PANDA)
+    assert ds.features["action"].names == tuple(PANDA.joint_names)
+    episode = ds.episode(0)
+    assert episode["next.success"][-1] and episode["next.done"][-1]
+    cube, goal = episode["observation.environment_state"][-1, :2], episode["observation.environment_state"][-1, 3:]
+    assert np.linalg.norm(cube - goal) < 0.03  # the cube ends at the goal
+    # Actions are targets a policy could output: inside the task's action clip.
+    assert np.abs(episode["action"]).max() <= TASK.action.clip
+
+
+def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
+    """The dataset's observation.state must equal the deploy-time policy input for the same state."""
+    from robot_rl.hardware.interface import RobotState
+
+    class Probe:
+        contract = None
+
+        def act(self, obs):
+            self.seen = obs.copy()
+            return np.zeros(PANDA.num_joints, dtype=np.float32)
+
+    from robot_rl.policy.contract import contract_for_task
+
+    probe = Probe()
+    probe.contract = contract_for_task(TASK, PANDA)
+    controller = PolicyController.for_task(TASK, PANDA, probe)
+    rng = np.random.default_rng(0)
+    state = RobotState(0.0, 1, PANDA.default_positions + rng.normal(0, 0.1, 7), rng.normal(0, 0.5, 7), np.zeros(7),
+                       object_pos=np.array([0.45, -0.02, 0.025]))
+    command = np.array([0.55, 0.05])
+    controller.set_command(command)
+    controller.step(state)
+    recorded = TaskObservation(TASK, PANDA)(state, command)
+    np.testing.assert_array_equal(recorded, probe.seen[0])
+
+
+def test_collect_refuses_a_task_the_expert_does_not_know(tmp_path):
+    with pytest.raises(ValueError, match="panda-push"):
+        collect_demos("panda-reach", episodes=1, out_dir=str(tmp_path / "x"), progress=False)

@@ -1,0 +1,119 @@
+"""Training and evaluation loops end to end, at toy sizes."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from robot_rl.learn.play import PlayArgs, offscreen_backend_problem, play
+from robot_rl.learn.ppo import CheckpointError, read_checkpoint_info
+from robot_rl.learn.train import PPO_OBJECTIVES, TrainArgs, configure_task, train
+from robot_rl.sim.randomization import UnknownRandomizationKey
+from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
+from robot_rl.typed_yaml import ConfigError
+
+TINY = dict(num_envs=4, max_iterations=2, num_steps_per_env=8, progress=False, physics_threads=1)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("runs")
+    return train(TrainArgs(task="a1-flat", log_dir=log_dir, seed=3, dr=("push_max_vel_m_s=0.5",), **TINY))
+
+
+def test_training_writes_a_stamped_checkpoint_and_tensorboard_logs(checkpoint):
+    assert checkpoint.is_file() and checkpoint.name == "model_1.pt"
+    info = read_checkpoint_info(checkpoint)
+    assert info["task"] == "a1-flat" and info["seed"] == 3 and info["env_steps"] == 2 * 4 * 8
+    assert info["randomization_overrides"] == ["push_max_vel_m_s=0.5"]
+    run_dir = checkpoint.parent
+    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+    assert (run_dir / "config.json").is_file()
+    assert "Learning iteration" in (run_dir / "rsl_rl.log").read_text()  # rsl_rl's report, off the terminal
+
+
+def test_play_loads_the_checkpoint_and_reports_metrics(checkpoint):
+    report = play(PlayArgs(checkpoint=checkpoint, task="a1-flat", num_envs=2, episodes=2, physics_threads=1))
+    assert report.episodes >= 2
+    assert 0 < report.mean_episode_length_s <= 20.0
+    assert "Episode/lin_vel_error_m_s" in report.metrics
+    assert 0 <= report.falls <= report.episodes
+    assert report.video is None and report.video_skipped
+
+
+def test_play_can_hold_a_command(checkpoint):
+    report = play(PlayArgs(checkpoint=checkpoint, task="a1-flat", num_envs=1, episodes=1, command=(0.5, 0.0, 0.0),
+                           physics_threads=1))
+    assert report.metrics["Episode/mean_vel_error_m_s"] >= 0
+    with pytest.raises(ConfigError, match="takes 3 values, got 2"):
+        play(PlayArgs(checkpoint=checkpoint, task="a1-flat", command=(0.5, 0.0)))
+
+
+def test_resume_continues_from_a_checkpoint(checkpoint, tmp_path):
+    final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 1}))
+    assert final.name == "model_1.pt"  # rsl_rl continues at the stored iteration
+
+
+def test_a_wall_clock_budget_stops_and_saves(tmp_path):
+    final = train(TrainArgs(task="panda-reach", log_dir=tmp_path, max_minutes=0.0, **{**TINY, "max_iterations": 50}))
+    assert final.name == "model_0.pt" and final.is_file()  # stopped after the first iteration
+
+
+def test_a_checkpoint_of_another_task_is_refused(checkpoint, tmp_path):
+    with pytest.raises(CheckpointError, match="trained for task 'a1-flat'"):
+        play(PlayArgs(checkpoint=checkpoint, task="panda-reach"))
+    with pytest.raises(CheckpointError, match="trained for task 'a1-flat'"):
+        train(TrainArgs(task="panda-reach", log_dir=tmp_path, resume=checkpoint, **TINY))
+    assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_bad_task_and_randomization_keys_are_clear_errors():
+    with pytest.raises(UnknownTaskError, match="known tasks: a1-flat"):
+        configure_task(TrainArgs(task="a2-flat"))
+    with pytest.raises(UnknownRandomizationKey, match="friction"):
+        configure_task(TrainArgs(task="a1-flat", dr=("friction=0.2,0.4",)))
+    for name in TASKS:
+        if make_task(name).objective not in PPO_OBJECTIVES:  # e.g. panda-push, learned from demos
+            with pytest.raises(ConfigError, match="not trained with PPO"):
+                configure_task(TrainArgs(task=name))
+    task = configure_task(TrainArgs(task="a1-flat", num_envs=7, dr=("friction_scale=0.2,0.4",)))
+    assert task.ppo.num_envs == 7 and task.randomization.friction_scale == (0.2, 0.4)
+
+
+def test_video_is_skipped_without_an_offscreen_backend(monkeypatch):
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    assert "MUJOCO_GL" in offscreen_backend_problem()
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    assert offscreen_backend_problem() is None
+
+
+def test_script_prints_user_errors_without_a_traceback():
+    out = subprocess.run([sys.executable, "sim/train.py", "--task", "nope"], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"error: unknown task 'nope' (known tasks: {', '.join(TASKS)})"
+
+
+def _egl_works() -> bool:
+    probe = ("import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size=\".1\"/>"
+             "</worldbody></mujoco>'); mujoco.Renderer(m, 16, 16).render()")
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=60).returncode == 0
+
+
+def test_play_renders_a_gif_with_an_offscreen_backend(checkpoint, tmp_path):
+    if not _egl_works():
+        pytest.skip("no EGL offscreen rendering on this machine")
+    video = tmp_path / "a1.gif"
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [sys.executable, "sim/play.py", "--task", "a1-flat", "--checkpoint", str(checkpoint), "--num-envs", "1",
+         "--episodes", "1", "--video", str(video), "--video-seconds", "0.2", "--physics-threads", "1"],
+        capture_output=True, text=True, cwd=repo, env={**os.environ, "MUJOCO_GL": "egl"}, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    from PIL import Image
+
+    with Image.open(video) as gif:
+        assert gif.n_frames == 10 and gif.size == (320, 240)

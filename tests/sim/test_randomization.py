@@ -1,0 +1,93 @@
+"""Domain randomization: sampling, overrides, and the model arrays it computes."""
+
+import copy
+
+import mujoco
+import numpy as np
+import pytest
+
+from robot_rl.robots.spec import load_robot
+from robot_rl.sim import randomization as dr
+from robot_rl.sim.world import build_training_world
+from robot_rl.typed_yaml import ConfigError
+
+
+@pytest.fixture(scope="module")
+def a1():
+    spec = load_robot("a1")
+    robot = build_training_world(spec, None).robot
+    nominal = dr.NominalModel.capture(robot.model, robot.base_body_id, robot.joint_ids, spec.sim_model.base_friction)
+    return spec, robot, nominal
+
+
+def test_unknown_override_key_is_a_clear_error():
+    with pytest.raises(dr.UnknownRandomizationKey, match=r"frictoin: unknown domain randomization key.*friction_scale"):
+        dr.with_overrides(dr.RandomizationCfg(), {"frictoin": (0.1, 0.2)})
+    with pytest.raises(ConfigError, match="--dr: mass: unknown"):
+        dr.parse_override("mass=1,2")
+
+
+def test_overrides_parse_and_validate():
+    cfg = dr.with_overrides(dr.RandomizationCfg(), dict(dr.parse_override(t) for t in (
+        "friction_scale=0.3,1.2", "action_latency_steps=0,2", "push_interval_s=none", "observation_noise=off")))
+    assert cfg.friction_scale == (0.3, 1.2)
+    assert cfg.action_latency_steps == (0, 2) and isinstance(cfg.action_latency_steps[0], int)
+    assert cfg.push_interval_s is None and cfg.observation_noise is False
+    with pytest.raises(ConfigError, match="out of order"):
+        dr.with_overrides(dr.RandomizationCfg(), {"kp_scale": (1.2, 0.8)})
+    with pytest.raises(ConfigError, match="LOW,HIGH"):
+        dr.parse_override("kp_scale=1.0")
+
+
+def test_samples_stay_in_their_ranges(a1):
+    _, _, nominal = a1
+    cfg = dr.RandomizationCfg(friction_scale=(0.4, 1.0), base_mass_add_kg=(-1, 3), link_mass_scale=(0.9, 1.1),
+                              com_offset_m=0.05, kp_scale=(0.8, 1.2), motor_strength=(0.9, 1.1))
+    s = dr.sample_model(cfg, nominal, np.random.default_rng(0), 500)
+    assert s.friction_scale.min() >= 0.4 and s.friction_scale.max() <= 1.0
+    assert s.base_mass_add.min() >= -1 and s.base_mass_add.max() <= 3
+    assert np.abs(s.com_offset).max() <= 0.05
+    assert s.kp_scale.shape == (500, 12) and np.ptp(s.kp_scale) > 0.3
+    assert np.all(s.kd_scale == 1.0)  # off: nominal
+
+
+def test_applied_sample_changes_the_model(a1):
+    spec, robot, nominal = a1
+    model = copy.copy(robot.model)
+    data = mujoco.MjData(model)
+    s = dr.nominal_sample(nominal)
+    s.friction_scale[:] = 0.5
+    s.base_mass_add[:] = 2.0
+    s.link_mass_scale[:] = 1.1
+    s.com_offset[:] = [0.03, -0.02, 0.01]
+    s.motor_strength[:] = 0.8
+    dr.apply_model_sample(model, data, nominal, s)
+    b = robot.base_body_id
+    assert np.allclose(model.geom_friction[:, 0], 0.5 * spec.sim_model.base_friction)
+    assert model.body_mass[b] == pytest.approx(robot.model.body_mass[b] * 1.1 + 2.0)
+    other = nominal.robot_bodies[nominal.robot_bodies != b][0]
+    assert model.body_mass[other] == pytest.approx(robot.model.body_mass[other] * 1.1)
+    assert np.allclose(model.body_ipos[b] - robot.model.body_ipos[b], [0.03, -0.02, 0.01])
+    limits = model.jnt_actfrcrange[robot.joint_ids]
+    assert np.allclose(limits[:, 1], 0.8 * spec.effort_limits)
+    # Derived quantities follow the new masses (mj_setConst).
+    assert model.body_subtreemass[0] == pytest.approx(model.body_mass.sum())
+
+
+def test_action_delay_shifts_by_exactly_the_latency():
+    delay = dr.ActionDelay(num_envs=3, num_actions=1, max_steps=3)
+    delay.reset(np.arange(3), np.array([0, 1, 3]))
+    applied = [delay.push(np.full((3, 1), float(t + 1)))[:, 0].tolist() for t in range(6)]
+    assert [a[0] for a in applied] == [1, 2, 3, 4, 5, 6]
+    assert [a[1] for a in applied] == [0, 1, 2, 3, 4, 5]
+    assert [a[2] for a in applied] == [0, 0, 0, 1, 2, 3]
+
+
+def test_initial_joint_state_is_around_the_default_and_inside_the_limits(a1):
+    spec, _, _ = a1
+    cfg = dr.RandomizationCfg(init_joint_pos_rad=0.5, init_joint_vel_rad_s=0.2)
+    q, dq = dr.initial_joint_state(cfg, np.random.default_rng(0), 200, spec.default_positions,
+                                   spec.position_lower, spec.position_upper)
+    assert np.all(q >= spec.position_lower) and np.all(q <= spec.position_upper)
+    assert 0.3 < np.abs(q - spec.default_positions).max() <= 0.5
+    assert 0.1 < np.abs(dq).max() <= 0.2

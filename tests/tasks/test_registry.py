@@ -1,0 +1,61 @@
+"""The task registry and the task configs' own checks."""
+
+import dataclasses
+
+import pytest
+
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
+from robot_rl.tasks.task import MEASURED_TERMS
+
+
+def test_every_registered_task_builds_with_its_own_name():
+    for name in TASKS:
+        task = make_task(name)
+        assert task.name == name
+        load_robot(task.robot)  # the robot it names exists
+
+
+def test_unknown_task_error_lists_the_known_tasks():
+    with pytest.raises(UnknownTaskError) as err:
+        make_task("a1-flatt")
+    message = str(err.value)
+    assert "a1-flatt" in message
+    for name in TASKS:
+        assert name in message
+
+
+def test_actors_only_observe_what_a_real_robot_measures():
+    for name in TASKS:
+        task = make_task(name)
+        assert {t.name for t in task.actor_obs.terms} <= MEASURED_TERMS, name
+
+
+def test_a1_actor_and_critic_observations():
+    task = make_task("a1-flat")
+    actor = [t.name for t in task.actor_obs.terms]
+    assert actor == ["base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action"]
+    assert "base_lin_vel" in [t.name for t in task.critic_obs.terms]
+    assert task.commands.names == ("lin_vel_x", "lin_vel_y", "ang_vel_z")
+    assert task.terrain is None
+    assert make_task("a1-rough").terrain is not None
+
+
+def test_a1_termination_tilt_comes_from_the_spec():
+    assert make_task("a1-flat").terminations.max_tilt_rad == load_robot("a1").safety.max_tilt_rad
+
+
+def test_a_privileged_actor_term_is_refused():
+    task = make_task("a1-flat")
+    layout = ObservationLayout(terms=(ObsTerm("base_lin_vel"), *task.actor_obs.terms))
+    with pytest.raises(ValueError, match="base_lin_vel"):
+        dataclasses.replace(task, actor_obs=layout)
+
+
+def test_panda_reach_commands_are_a_target():
+    task = make_task("panda-reach")
+    assert task.commands.names == ("target_x", "target_y", "target_z")
+    assert task.rewards.reach_tolerance_m == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="target_x"):
+        dataclasses.replace(task, commands=make_task("a1-flat").commands)
