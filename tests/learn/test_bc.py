@@ -72,7 +72,7 @@ def test_chunked_network_predicts_k_actions_and_the_deploy_head_returns_the_firs
     obs_dim, k, a = 12, 5, 7
     ones = np.ones(obs_dim, dtype=np.float32)
     out_mean, out_std = np.arange(k * a, dtype=np.float32), np.full(k * a, 2.0, dtype=np.float32)
-    normalizer, net, head = build_modules(np.zeros(obs_dim), ones, out_mean, out_std, a, k, (16,), None)
+    _, net, head = build_modules(np.zeros(obs_dim), ones, out_mean, out_std, a, k, (16,), None)
     x = torch.randn(3, obs_dim)
     chunk = net(x)
     assert chunk.shape == (3, k * a)

@@ -84,7 +84,7 @@ def test_object_pos_term_without_an_object_names_what_is_missing():
     inputs = ObsInputs(q=PANDA.default_positions[None], dq=np.zeros((1, j)), default_q=PANDA.default_positions,
                        base_quat=np.array([[1.0, 0, 0, 0]]), base_ang_vel=np.zeros((1, 3)), command=np.zeros((1, 2)),
                        last_action=np.zeros((1, j)))
-    with pytest.raises(ValueError, match="object_pos.*perception source"):
+    with pytest.raises(ValueError, match=r"object_pos.*perception source"):
         builder.compute(inputs)
     inputs.object_pos = np.array([[0.4, 0.1, 0.025]])
     obs = builder.compute(inputs)
