@@ -1,14 +1,15 @@
 """Demonstrations for panda-push: the scripted expert drives arm teleop through the deploy runtime, and
-every running tick is written to a LeRobotDataset v3.0.
+the teleop ``EpisodeRecorder`` writes every running tick to a LeRobotDataset v3.0; and the evaluation of
+cloned policies (and of the expert) by the same episode code.
 
-One episode (:func:`run_push_episode`, shared with the BC evaluation so demos and policies are judged by
-the same code): a fresh ``SimRobot`` with the task's scene (table, cube at the episode's start), a fresh
-``DeployRuntime`` around the controller, the goal set as the task command, arm → ramp to the default pose
-(not recorded) → ``episode_length_s`` of running ticks. Each tick: read the state, let ``before_step`` act
-(the expert polls and hands its command to the ``ArmTeleopController``), ``runtime.step`` (controller →
-safety chain), write the command. Success: the cube within the task's radius of the goal at the end.
+One episode (:func:`run_push_episode`): a fresh ``SimRobot`` with the task's scene (table, cube at the
+episode's start), a fresh ``DeployRuntime`` around the controller, the goal set as the task command,
+arm → ramp to the default pose (not recorded) → ``episode_length_s`` of running ticks. Each tick, as in a
+teleop session: poll the device (the expert) and hand its command to the ``ArmTeleopController`` and its
+buttons to the recorder, ``runtime.step`` (controller → safety chain), write the command, and while the
+recorder records, add the frame. Success: the cube within the task's radius of the goal at the end.
 
-Recorded per running tick (features of the dataset):
+Recorded per running tick (:func:`demo_features`: the teleop recorder's usual features):
 
 - ``observation.state`` — the task's actor observation of the tick's state, built by the same
   ``ObservationBuilder`` the policy controller uses (so it is exactly what a policy will be fed), float32;
@@ -17,13 +18,11 @@ Recorded per running tick (features of the dataset):
 - ``action`` — the joint position action the controller chose, in the task's ``JointPositionAction``
   space: ``(q_target − default) / scale`` before the safety chain (which then acts on a policy's output
   exactly as it acted on the teleop's).
+- ``teleop.command`` — the expert's normalized device command.
 
-Demos are recorded until ``episodes`` successful ones are written (failed expert episodes are counted in
-the expert's success rate and not written); the episode at which the expert marked success is the
-dataset's ``success_frame``.
-
-Adapter note: episodes go straight to ``robot_rl.data.lerobot_dataset.LeRobotDatasetWriter`` through
-:func:`_write_episode`, the one place to switch to the teleop ``EpisodeRecorder`` once it exists.
+Demos are recorded until ``episodes`` are written: the expert presses start on its first poll and stop +
+success once done (``success_frame``); an episode it never stops is discarded and counts as a failure in
+the expert's success rate (which is measured by the task's criterion).
 """
 
 from __future__ import annotations
@@ -195,7 +194,7 @@ class DemoSummary:
         return self.expert_successes / max(self.attempts, 1)
 
 
-def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "demos/panda_push", seed: int = 0,
+def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "runs/demos/panda_push", seed: int = 0,
                   simulator: SimulatorName = "mujoco", max_attempts_factor: float = 3.0,
                   progress: bool = True) -> DemoSummary:
     """Record ``episodes`` successful scripted-expert demos into a LeRobot v3 dataset at ``out_dir``

@@ -18,7 +18,11 @@ its QP solve costs well under a millisecond for 7 joints.
 The IK integrates its own configuration (the commanded joints) from the measured pose at reset, and a
 target pose from the twist. The target may lead the *measured* tool point by at most ``max_lead_m`` /
 ``max_lead_rad``: when a limit or a contact stops the arm, the target does not run on ahead (the PD's pull
-against an obstacle stays bounded), and releasing the stick stops the arm at once.
+against an obstacle stays bounded), and releasing the stick stops the arm at once. Joint targets stay
+inside the spec's soft limits and, for the controller, inside the task's action range (so the chain's
+action clip never cuts a teleop target). Tried and dropped: resolved-rate teleop (target = measured joints
++ kd/kp · IK joint velocity, no integrated state): its push on the cube is only a damping-sized force, and
+the scripted expert's success fell from ≈ 97 % to 64 %.
 """
 
 from __future__ import annotations
