@@ -37,7 +37,6 @@ import numpy as np
 
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
-from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
@@ -100,6 +99,32 @@ class TorchActorPolicy:
         with self.torch.inference_mode():
             return self.view(self.torch.from_numpy(obs)).numpy()[0]
 
+    def act_batch(self, obs: np.ndarray) -> np.ndarray:
+        with self.torch.inference_mode():
+            return self.view(self.torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))).numpy()
+
+
+def vec_env_return(policy, task, shift: RealityShift | None, commands: np.ndarray) -> float:
+    """PPO's own yardstick: the mean deterministic episode return in the vectorized training env (no runtime,
+    no safety chain), shifted or nominal, one env per command, each episode cut at its first end."""
+    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+
+    task = dataclasses.replace(task, command_resample_s=None)
+    env = shifted_vec_env(task, shift or RealityShift(), len(commands), seed=2, nthread=1)
+    try:
+        env.commands[:] = commands
+        env._compute_obs()
+        ret, alive = np.zeros(len(commands)), np.ones(len(commands), bool)
+        for _ in range(env.max_episode_length):
+            result = env.step(policy.act_batch(env.actor_obs))
+            ret += result.reward * alive
+            alive &= ~(result.terminated | result.truncated)
+            if not alive.any():
+                break
+        return float(ret.mean())
+    finally:
+        env.close()
+
 
 def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray) -> dict:
     """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot."""
@@ -107,7 +132,7 @@ def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarr
     res = ResidualPolicy(policy, ResidualCfg())
     res.enabled = False  # the base alone, through the very path the residual runs in
     runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
-    robot = SimRobot(spec, "mujoco") if shift is None else ShiftedSimRobot(spec, shift)
+    robot = ShiftedSimRobot(spec, shift or RealityShift())  # None: the nominal sim
     loop = EpisodeLoop(runtime, robot, res, StateReward(task, spec), EpisodeCfg(length_s=task.episode_length_s),
                        realtime=False)
     robot.connect()
@@ -137,12 +162,14 @@ def continued_ppo(task, checkpoint: Path, shift: RealityShift, commands: np.ndar
         if iters > 0:
             runner.learn(iters)
             done += iters * per_iter
-        score = evaluate_policy(TorchActorPolicy(runner, contract), task, shift, commands)
+        policy = TorchActorPolicy(runner, contract)
+        score = evaluate_policy(policy, task, shift, commands)
         score |= {"transitions": done, "wall_s": time.monotonic() - started,
-                  "recovered": recovered(score[METRIC], nominal, real)}
+                  "recovered": recovered(score[METRIC], nominal, real),
+                  "vec_env_return": vec_env_return(policy, task, shift, commands)}
         curve.append(score)
-        print(f"[ppo] {done:>8} transitions: {METRIC} {score[METRIC]:.4f}, recovered {score['recovered']:.2f}",
-              flush=True)
+        print(f"[ppo] {done:>8} transitions: {METRIC} {score[METRIC]:.4f}, recovered {score['recovered']:.2f}, "
+              f"in its own vec env {score['vec_env_return']:.3f}", flush=True)
         if score["recovered"] >= stop_at or time.monotonic() - started > budget_s:
             break
     env.close()
@@ -167,7 +194,7 @@ def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict
     j = base.contract.num_actions
     learner = LearnerProcess(LearnerCfg(state_dim=base.contract.obs_dim + j, action_dim=j, residual=cfg,
                                         sac=SACCfg(warmup_transitions=100, utd_ratio=2.0, reward_scale=50.0)))
-    robot = SimRobot(spec, "mujoco")
+    robot = ShiftedSimRobot(spec, RealityShift())  # the nominal sim
     try:
         learner.start()
         assert learner.wait_ready()
@@ -315,6 +342,16 @@ def write_markdown(results: dict, png: Path, path: Path, command: str) -> None:
         for c in curve:
             lines.append(f"| {name} | {c['transitions']:,} | {c['return']:.3f} | {c['recovered']:.2f} | "
                          f"{k * c[key]:.2f} |")
+    if ppo and "vec_env_return" in nom and "vec_env_return" in ppo[0]:
+        v_nom, v_real = nom["vec_env_return"], real["vec_env_return"]
+        lines += ["", "Continued PPO trains in the vectorized sim with the same shift, where no deploy runtime or "
+                  "safety chain sits between the policy and the motors. Its own yardstick — deterministic return "
+                  f"in that env on the same targets (base: {v_nom:.3f} nominal, {v_real:.3f} shifted):", "",
+                  "| PPO transitions | return in its training env | gap recovered there | return through the runtime "
+                  "on the \"real\" robot |", "|---:|---:|---:|---:|"]
+        for c in ppo:
+            lines.append(f"| {c['transitions']:,} | {c['vec_env_return']:.3f} | "
+                         f"{recovered(c['vec_env_return'], v_nom, v_real):.2f} | {c['return']:.3f} |")
     run = results.get("residual_run")
     if run:
         learner, sync = run["learner"], run["sync"]
@@ -390,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         base = load_policy(args.base_onnx, read_contract(args.base_onnx))
         results["base_nominal"] = evaluate_policy(base, task, None, commands)
         results["base_real"] = evaluate_policy(base, task, shift, commands)
+        results["base_nominal"]["vec_env_return"] = vec_env_return(base, task, None, commands)
+        results["base_real"]["vec_env_return"] = vec_env_return(base, task, shift, commands)
         print(f"base return: nominal {results['base_nominal'][METRIC]:.3f}, real {results['base_real'][METRIC]:.3f}")
         save()
     nominal, real = results["base_nominal"][METRIC], results["base_real"][METRIC]

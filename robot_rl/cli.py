@@ -27,6 +27,7 @@ COMMANDS: dict[str, str | dict] = {
     "play": "robot_rl.learn.play:play_command",
     "export": "robot_rl.learn.export_checkpoint:export_checkpoint",
     "train-bc": "robot_rl.learn.bc:train_bc",
+    "finetune": "robot_rl.learn.residual.finetune:finetune",
     "model-card": "robot_rl.policy.model_card:write_model_card",
     "gen-ros-config": "robot_rl.ros.gen_config:gen_ros_config",
     "bridge": "robot_rl.hardware.sim_bridge:run_bridge",

@@ -100,10 +100,10 @@ def evaluate(loop: EpisodeLoop, commands: np.ndarray) -> dict:
 def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
                network_interface: str | None):
     if interface == "sim":
-        from robot_rl.hardware.sim_robot import SimRobot
         from robot_rl.learn.residual.shifted_sim import ShiftedSimRobot
 
-        return SimRobot(spec, "mujoco") if shift is None else ShiftedSimRobot(spec, shift)
+        # No shift: the nominal sim (an identity shift), which can also set a fallen robot back on its feet.
+        return ShiftedSimRobot(spec, shift or RealityShift())
     if interface == "unitree-dds":
         if shift is not None:
             raise ConfigError("--shift", "unitree-dds", "a shift applies to the in-process sim only")
