@@ -173,10 +173,9 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     reward = StateReward(task, spec)
     device = _intervention(teleop, spec, task)
     rob = make_robot(spec, interface, shift, domain_id, network_interface)
-    pace = None if realtime else _pacer(learner, sac)
     episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0)
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
-                       intervention=device, pace=pace)
+                       intervention=device)
     report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
     rng = np.random.default_rng(seed)
     commands = eval_commands(task, eval_episodes)
@@ -199,6 +198,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             log_file = run_dir / "learner_error.txt"
             why = log_file.read_text().strip().splitlines()[-1] if log_file.is_file() else "no error log"
             raise RuntimeError(f"the learner did not start: {why} (full traceback: {log_file})")
+        if not realtime:
+            loop.pace = _pacer(learner, sac)
         rob.connect()
         with realtime_context(fifo_priority=fifo_priority) if realtime else contextlib.nullcontext():
             next_eval = 0
@@ -238,11 +239,14 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
 
 
 def _pacer(learner, sac: SACCfg, slack: int = 8, timeout_s: float = 30.0):
-    """Lockstep only: wait until the learner's updates match the update-to-data ratio (or it is gone)."""
+    """Lockstep only: wait until the learner's updates match the update-to-data ratio (or it is gone).
+
+    Call after the learner is ready: a resumed learner counts the transitions of the runs before this one."""
     status = learner.status
+    before = int(status.cells[status.RECEIVED])
 
     def pace(written: int) -> None:
-        target = sac.utd_ratio * (written - sac.warmup_transitions - slack)
+        target = sac.utd_ratio * (before + written - sac.warmup_transitions - slack)
         if status.updates >= target:
             return
         deadline = time.monotonic() + timeout_s

@@ -67,6 +67,7 @@ def _run(cfg: LearnerCfg, ring: TransitionRing, board: WeightBoard, status: Lear
     received = 0
     if cfg.resume_from is not None:
         received = _resume(cfg, sac, online)
+        status.cells[LearnerStatus.RECEIVED], status.cells[LearnerStatus.UPDATES] = received, sac.updates
     sampler = MixedSampler(online, prior, rep.prior_fraction)
     board.publish(sac.actor.flat_params())
     status.cells[LearnerStatus.STATE] = LearnerStatus.RUNNING

@@ -42,7 +42,7 @@ def test_finetune_over_dds_against_the_sim_bridge(tmp_path):
                                str(domain), "--duration-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:
-        report = run_finetune(policy, "a1", "unitree-dds", transitions=100, run_dir=tmp_path / "run", eval_every=0,
+        report = run_finetune(policy, "a1", "unitree-dds", transitions=90, run_dir=tmp_path / "run", eval_every=0,
                               episode_length_s=1.0, domain_id=domain, network_interface="lo", log=False,
                               fifo_priority=50,
                               residual=ResidualCfg(hidden=(32, 32)),
@@ -51,7 +51,7 @@ def test_finetune_over_dds_against_the_sim_bridge(tmp_path):
         bridge.kill()
         bridge.communicate()
         close_domain(domain)
-    assert report.transitions >= 100 and report.ended_by.get("time_limit", 0) >= 1
+    assert report.transitions >= 90 and report.ended_by.get("time_limit", 0) >= 1
     # A bridge starved of CPU can let the state go stale: the chain faults, the episode ends cleanly, the next runs.
     assert set(report.ended_by) <= {"time_limit", "safety_stop"}
     assert report.learner["received"] == report.transitions and report.learner["updates"] > 0
