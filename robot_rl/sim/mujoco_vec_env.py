@@ -144,6 +144,7 @@ class MujocoVecEnv:
         )
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
+        self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
@@ -364,7 +365,7 @@ class MujocoVecEnv:
         inputs = RewardInputs(
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
-            last_action=self.last_action, terminated=terminated,
+            last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
         )
         if self.floating:
             inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]

@@ -9,7 +9,9 @@ goal (in the table plane) at the end of the episode.
 
 The task is learned from demonstrations (scripted expert or teleop → LeRobot dataset → behaviour cloning,
 ``robot_rl.learn.bc``), not by PPO: the vectorized training env has no objects, so this task carries no
-rewards and the PPO settings are unused. The scene is built in every simulator by ``SimRobot``'s scene hook.
+rewards for PPO and its PPO settings are unused. The scene is built in every simulator by ``SimRobot``'s
+scene hook. Its rewards (:data:`REWARDS`) are read by residual fine-tuning on the robot only
+(:mod:`robot_rl.learn.residual`), from ``RobotState``: the cube's position and the tool point.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from robot_rl.sim.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
-from robot_rl.tasks.rewards import RewardsCfg
+from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
 
 ROBOT = "panda"
@@ -55,6 +57,24 @@ ACTOR_OBS = ObservationLayout(
         ObsTerm("object_pos"),
         ObsTerm("command"),
     )
+)
+
+# Used only by residual fine-tuning on the robot (PPO does not train this task: its vectorized env has no
+# cube). Weights are per second. Dense: the cube's distance to the goal and a kernel that sharpens within a
+# few cm; the success term pays every tick the cube is inside the task's success radius, so holding it
+# there (not passing through) is what counts, as the criterion is taken at the episode's end. The tool →
+# cube term is small shaping only: once the cube is at the goal the base policy retreats home, and a
+# strong pull towards the cube would fight that.
+REWARDS = RewardsCfg(
+    terms=(
+        RewardTerm("push_distance", -5.0),
+        RewardTerm("push_kernel", 1.0),
+        RewardTerm("push_success", 2.0),
+        RewardTerm("tool_to_object", -0.2),
+        RewardTerm("action_rate", -0.01),
+    ),
+    push_sigma_m=0.05,
+    push_tolerance_m=SUCCESS_RADIUS_M,
 )
 
 # Every goal sample_episode can draw lies inside these (checked by the tests).
@@ -111,7 +131,7 @@ def panda_push() -> TaskCfg:
         critic_obs=ACTOR_OBS,
         commands=COMMANDS,
         action=JointPositionAction(scale=0.5, clip=4.0),
-        rewards=RewardsCfg(terms=()),  # not trained by PPO (see the module docstring)
+        rewards=REWARDS,  # for residual fine-tuning only: PPO does not train this task (module docstring)
         terminations=TerminationsCfg(),
         randomization=NO_RANDOMIZATION,
         episode_length_s=EPISODE_LENGTH_S,

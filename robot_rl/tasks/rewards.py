@@ -26,6 +26,8 @@ class RewardsCfg:
     feet_air_time_target_s: float = 0.5  # steps longer than this are rewarded, shorter ones penalized
     reach_sigma_m: float = 0.1  # length scale of the reach exp kernel
     reach_tolerance_m: float = 0.02  # tip within this of the target counts as success
+    push_sigma_m: float = 0.05  # length scale of the push exp kernel (object to goal)
+    push_tolerance_m: float = 0.03  # object within this of the goal (table plane) counts as success
     soft_limit_fraction: float = 0.9  # dof_pos_limits penalizes beyond this fraction of the range
     only_positive: bool = False  # clip the summed reward at 0 (helps early locomotion learning)
 
@@ -58,6 +60,11 @@ class RewardInputs:
     first_contact: np.ndarray | None = None  # (N, F) bool, foot touched down this step
     air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
     ee_error: np.ndarray | None = None  # (N,) m, end effector to target
+    object_pos: np.ndarray | None = None  # (N, 3) m, the pushed object's centre, base frame (command = goal x, y)
+    tool_pos: np.ndarray | None = None  # (N, 3) m, the tool point, base frame
+    # The largest change of the raw action per step that the deploy safety chain's target rate limit lets
+    # through unmodified: spec.safety.max_target_rate_rad_s × dt / action scale (None: not provided).
+    max_action_step: float | None = None
 
 
 def _sq(x: np.ndarray) -> np.ndarray:
@@ -66,6 +73,10 @@ def _sq(x: np.ndarray) -> np.ndarray:
 
 def _moving_command(i: RewardInputs) -> np.ndarray:
     return np.linalg.norm(i.command[:, :2], axis=1) > 0.1
+
+
+def _object_to_goal(i: RewardInputs) -> np.ndarray:
+    return np.linalg.norm(i.object_pos[:, :2] - i.command[:, :2], axis=1)
 
 
 RewardFn = Callable[[RewardInputs, RewardsCfg], np.ndarray]
@@ -86,6 +97,11 @@ REWARD_TERMS: dict[str, RewardFn] = {
     "dof_vel": lambda i, c: _sq(i.dq),
     "dof_acc": lambda i, c: _sq((i.dq - i.last_dq) / i.dt),
     "action_rate": lambda i, c: _sq(i.action - i.last_action),
+    # How far each joint's step overshoots the safety chain's rate limit, in units of that limit. A policy
+    # that overshoots is rate-limited on the robot: every clip is a safety intervention the gate counts,
+    # and the motion it planned is not the one executed. Trained against, it learns to ramp instead.
+    "target_rate_excess": lambda i, c: np.sum(
+        np.clip(np.abs(i.action - i.last_action) - i.max_action_step, 0.0, None), axis=1) / i.max_action_step,
     "dof_pos_limits": lambda i, c: np.sum(
         np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
     ),
@@ -94,6 +110,12 @@ REWARD_TERMS: dict[str, RewardFn] = {
     "reach_distance": lambda i, c: i.ee_error,
     "reach_kernel": lambda i, c: np.exp(-np.square(i.ee_error / c.reach_sigma_m)),
     "reach_success": lambda i, c: (i.ee_error < c.reach_tolerance_m).astype(float),
+    # pushing an object (command = goal x, y in the base frame; distances in the table plane)
+    "push_distance": lambda i, c: _object_to_goal(i),
+    "push_kernel": lambda i, c: np.exp(-np.square(_object_to_goal(i) / c.push_sigma_m)),
+    "push_success": lambda i, c: (_object_to_goal(i) < c.push_tolerance_m).astype(float),
+    # shaping: the tool towards the object (a push starts with contact); in 3-D, so hovering above it is not free
+    "tool_to_object": lambda i, c: np.linalg.norm(i.tool_pos - i.object_pos, axis=1),
 }
 
 

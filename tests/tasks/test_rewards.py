@@ -70,3 +70,64 @@ def test_weights_are_per_second_and_only_positive_clips_the_sum():
 def test_unknown_reward_term_is_refused():
     with pytest.raises(ValueError, match="unknown reward term 'speed'"):
         RewardsCfg(terms=(RewardTerm("speed", 1.0),))
+
+
+def test_target_rate_excess_is_zero_within_the_safety_rate_limit_and_grows_past_it():
+    step = 0.08
+    last = np.zeros((3, 2))
+    action = np.array([[0.08, -0.08], [0.12, 0.0], [0.24, -0.16]])  # at the limit; 0.5 over; 2 + 1 over
+    r = _term("target_rate_excess", _inputs(action=action, last_action=last, max_action_step=step))
+    assert r == pytest.approx([0.0, 0.5, 3.0])
+
+
+def test_target_rate_excess_agrees_with_the_safety_chain_rate_filter():
+    """Zero excess ⇔ the deploy chain's rate filter lets the step through unmodified (same spec numbers)."""
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.safety.filters import SafetyLimits, rate_limit
+    from robot_rl.tasks.registry import make_task
+
+    task, spec = make_task("panda-reach"), load_robot("panda")
+    step = task.action.max_step(spec.safety.max_target_rate_rad_s, spec.timing.policy_period_s)
+    limits = SafetyLimits.from_spec(spec)
+    active = np.ones(spec.num_joints, dtype=bool)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        last = rng.uniform(-1, 1, (1, spec.num_joints))
+        action = last + rng.uniform(-2.5, 2.5, (1, spec.num_joints)) * step
+        excess = _term("target_rate_excess", _inputs(n=1, j=spec.num_joints, action=action, last_action=last,
+                                                      max_action_step=step))[0]
+        previous = task.action.decode(last[0], spec.default_positions)
+        _, event = rate_limit(task.action.decode(action[0], spec.default_positions), previous, limits, active)
+        assert (excess > 1e-9) == (event is not None)
+
+
+def test_push_terms_measure_the_object_to_goal_in_the_table_plane():
+    goal = np.array([[0.6, 0.1, 0.0]] * 3)  # command = goal x, y (a third column is ignored)
+    obj = np.array([[0.6, 0.1, 0.025], [0.62, 0.1, 0.5], [0.6, 0.2, 0.025]])  # at the goal; 2 cm (z ignored); 10 cm
+    i = _inputs(command=goal, object_pos=obj)
+    assert _term("push_distance", i) == pytest.approx([0.0, 0.02, 0.1])
+    kernel = _term("push_kernel", i, push_sigma_m=0.05)
+    assert kernel == pytest.approx([1.0, np.exp(-(0.4**2)), np.exp(-4.0)])
+    assert list(_term("push_success", i, push_tolerance_m=0.03)) == [1.0, 1.0, 0.0]
+    assert list(_term("push_success", i, push_tolerance_m=0.015)) == [1.0, 0.0, 0.0]
+
+
+def test_tool_to_object_is_the_3d_distance():
+    obj = np.array([[0.5, 0.0, 0.025]] * 2)
+    tool = np.array([[0.5, 0.0, 0.025], [0.5, 0.03, 0.065]])
+    assert _term("tool_to_object", _inputs(n=2, object_pos=obj, tool_pos=tool)) == pytest.approx([0.0, 0.05])
+
+
+def test_panda_push_rewards_use_the_tasks_success_radius():
+    from robot_rl.tasks import panda_push
+    from robot_rl.tasks.registry import make_task
+
+    cfg = make_task("panda-push").rewards
+    assert cfg.push_tolerance_m == panda_push.SUCCESS_RADIUS_M
+    weights = {t.name: t.weight for t in cfg.terms}
+    assert weights["push_distance"] < 0 < weights["push_success"] and weights["push_kernel"] > 0
+    # closer to the goal is always better: the summed reward rises as the cube approaches it
+    goal = np.tile([0.6, 0.0], (4, 1))
+    obj = np.array([[0.6 + d, 0.0, 0.025] for d in (0.2, 0.1, 0.04, 0.0)])
+    total, _ = compute_rewards(cfg, _inputs(n=4, j=7, command=goal, object_pos=obj, tool_pos=obj.copy()))
+    assert np.all(np.diff(total) > 0)

@@ -3,7 +3,8 @@
 The training env computes rewards from simulator quantities; on hardware only ``RobotState`` is there. This
 module builds the task's :class:`~robot_rl.tasks.rewards.RewardInputs` for one robot from the state:
 joint positions, velocities and torques; the IMU (orientation, gyro); the tool point by forward kinematics
-of the measured joints (arms); base velocity and position only when the interface provides them (a
+of the measured joints (arms); the pushed object's position (``object_pos``: a simulator's scene, or a
+perception source on hardware; push tasks); base velocity and position only when the interface provides them (a
 simulator, or an estimator on hardware). Terms whose inputs the robot does not report (e.g. the feet's air
 time: no contact sensors in ``RobotState``) are dropped, once, at the first state, and listed in
 :attr:`StateReward.dropped` — the reward is then the task's reward restricted to what can be measured.
@@ -27,7 +28,8 @@ _NEEDS = {
     "tracking_lin_vel": ("base_lin_vel",), "lin_vel_z": ("base_lin_vel",), "tracking_ang_vel": ("base_ang_vel",),
     "ang_vel_xy": ("base_ang_vel",), "orientation": ("projected_gravity",), "base_height": ("base_height",),
     "feet_air_time": ("first_contact", "air_time"), "reach_distance": ("ee_error",), "reach_kernel": ("ee_error",),
-    "reach_success": ("ee_error",),
+    "reach_success": ("ee_error",), "push_distance": ("object_pos",), "push_kernel": ("object_pos",),
+    "push_success": ("object_pos",), "tool_to_object": ("object_pos", "tool_pos"),
 }
 
 
@@ -60,10 +62,28 @@ class StateReward:
 
     def tip_error(self, state: RobotState, command: np.ndarray) -> float:
         """Tool point to the commanded target (m), reach tasks: forward kinematics of the measured joints."""
-        if self.kinematics is None:
+        if self.kinematics is None or self.task.objective != "reach":
             raise ValueError(f"task {self.task.name!r} has no tool-point target")
         pos, _ = self.kinematics.tool_pose(state.q)
         return float(np.linalg.norm(pos - np.asarray(command)[:3]))
+
+    def object_error(self, state: RobotState, command: np.ndarray) -> float:
+        """Push tasks: the object's distance to the goal (the command) in the table plane, m; inf when the
+        robot reports no object position (no perception)."""
+        if self.task.objective != "push":
+            raise ValueError(f"task {self.task.name!r} pushes no object")
+        if state.object_pos is None or not np.all(np.isfinite(state.object_pos)):
+            return float("inf")
+        return float(np.linalg.norm(np.asarray(state.object_pos)[:2] - np.asarray(command)[:2]))
+
+    def success(self, state: RobotState, command: np.ndarray) -> bool | None:
+        """The task's own success criterion on ``state`` (push: the object within the task's radius of the
+        goal, still on the table); None for tasks whose success a state does not decide."""
+        if self.task.objective != "push":
+            return None
+        from robot_rl.learn.residual.scenes import push_task_module
+
+        return push_task_module(self.task).push_success(state.object_pos, np.asarray(command)[:2])
 
     def failed(self, state: RobotState) -> bool:
         """The task's own failure terminations that a state can show (tilt, base height on flat ground)."""
@@ -85,6 +105,7 @@ class StateReward:
             default_q=self.spec.default_positions, q_soft_lower=self.soft_lower, q_soft_upper=self.soft_upper,
             torque=np.asarray(state.tau, dtype=np.float64)[None], action=np.asarray(action, dtype=np.float64)[None],
             last_action=np.asarray(last_action, dtype=np.float64)[None], terminated=np.array([terminated]),
+            max_action_step=self.task.action.max_step(self.spec.safety.max_target_rate_rad_s, self.dt),
         )
         if self.floating:
             inputs.base_ang_vel = np.asarray(state.base_ang_vel, dtype=np.float64)[None]
@@ -93,8 +114,12 @@ class StateReward:
                 inputs.base_lin_vel = np.asarray(state.base_lin_vel, dtype=np.float64)[None]
             if state.base_pos is not None and self.task.terrain is None:  # flat ground: height is z
                 inputs.base_height = np.array([state.base_pos[2]])
-        if self.kinematics is not None:
+        if self.kinematics is not None and self.task.objective == "reach":
             inputs.ee_error = np.array([self.tip_error(state, command)])
+        if self.task.objective == "push" and state.object_pos is not None:
+            inputs.object_pos = np.asarray(state.object_pos, dtype=np.float64)[None]
+            if self.kinematics is not None:
+                inputs.tool_pos = np.asarray(self.kinematics.tool_pose(state.q)[0], dtype=np.float64)[None]
         return inputs
 
     def __call__(self, state: RobotState, command: np.ndarray, action: np.ndarray, last_action: np.ndarray,
