@@ -425,6 +425,11 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def sac_cfg(args: argparse.Namespace) -> SACCfg:
+    return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
+                  alpha_lr=args.lr, gamma=args.gamma)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="panda-reach")
@@ -438,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--utd", type=float, default=2.0)
     p.add_argument("--fraction", type=float, default=0.1)
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
+    p.add_argument("--lr", type=float, default=SACCfg.actor_lr, help="actor, critic and temperature learning rate")
+    p.add_argument("--gamma", type=float, default=SACCfg.gamma)
     p.add_argument("--ppo-points", type=int, nargs="*",
                    default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
     p.add_argument("--ppo-budget-s", type=float, default=1500.0)
@@ -479,22 +486,22 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm), replay=ReplayCfg(),
+                              sac=sac_cfg(args), replay=ReplayCfg(),
                               shift=shift, run_dir=args.out_dir / "residual", eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes)
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
         results["residual"] = curve
         results["residual_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
                                    "sync": report.sync, "episodes": report.episodes, "utd": args.utd,
-                                   "fraction": args.fraction, "critic_norm": args.critic_norm,
-                                   "exported": str(report.exported)}
+                                   "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
+                                   "gamma": args.gamma, "exported": str(report.exported)}
         save()
 
     if args.phase == "residual-more":  # continue the residual run (resume: its learner state and buffer)
         done = results["residual"][-1]["transitions"]
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm), replay=ReplayCfg(),
+                              sac=sac_cfg(args), replay=ReplayCfg(),
                               shift=shift, run_dir=args.out_dir / f"residual_from_{done}", eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes, resume=str(args.out_dir / "residual"), seed=1)
         results["residual"] += [{**e, "transitions": done + e["transitions"],

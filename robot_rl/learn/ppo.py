@@ -184,6 +184,13 @@ class TaskRunner(OnPolicyRunner):
         with self._quiet():
             super().learn(num_learning_iterations, init_at_random_ep_len)
 
+    def load(self, path: str, *args: Any, **kwargs: Any) -> dict:
+        infos = super().load(path, *args, **kwargs)
+        # rsl_rl's logger counts steps from zero in every process: carry the resumed run's count, so a
+        # checkpoint (and the model card written from it) records the policy's whole training.
+        self.logger.tot_timesteps = int((infos or {}).get("env_steps", 0))
+        return infos
+
     def save(self, path: str, infos: dict | None = None) -> None:
         stats = {"env_steps": int(self.logger.tot_timesteps), "iteration": self.current_learning_iteration}
         super().save(path, {**(infos or {}), **self._provenance, **stats, **self.task_info})

@@ -131,6 +131,8 @@ class MujocoVecEnv:
         self.commands = np.zeros((n, self.num_commands))
         self.action = np.zeros((n, j))
         self.last_action = np.zeros((n, j))
+        self.sent_action = np.zeros((n, j))  # after the rate limit (= action where the task has none)
+        self.last_sent_action = np.zeros((n, j))
         self.last_dq = np.zeros((n, j))
         self.feet = FootAirTime(n, len(robot.foot_body_ids), self.dt)
         self._episode_sums: dict[str, np.ndarray] = {t.name: np.zeros(n) for t in task.rewards.terms}
@@ -234,6 +236,8 @@ class MujocoVecEnv:
         self.episode_length[ids] = 0
         self.action[ids] = 0.0
         self.last_action[ids] = 0.0
+        self.sent_action[ids] = 0.0  # deployed, the ramp ends on the default pose: the last target sent
+        self.last_sent_action[ids] = 0.0
         self.last_dq[ids] = dq
         self.feet.reset(ids)
         self.delay.reset(ids, dr.sample_latency(cfg, self.rng, k))
@@ -292,7 +296,13 @@ class MujocoVecEnv:
             raise ValueError("non-finite action given to the env")
         self.last_action[:] = self.action
         self.action[:] = action
-        applied = self.delay.push(action)
+        self.last_sent_action[:] = self.sent_action
+        if self.task.rate_limit_targets:
+            np.clip(action, self.sent_action - self.max_action_step, self.sent_action + self.max_action_step,
+                    out=self.sent_action)
+        else:
+            self.sent_action[:] = action
+        applied = self.delay.push(self.sent_action)
         q_target = self.task.action.decode(applied, self.default_q)
         # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
         self._ctrl[:] = self.robot.pd_ctrl(q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
@@ -366,6 +376,7 @@ class MujocoVecEnv:
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
+            sent_action=self.last_sent_action,
         )
         if self.floating:
             inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]

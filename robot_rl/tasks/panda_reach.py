@@ -44,9 +44,6 @@ REWARDS = RewardsCfg(
         RewardTerm("reach_kernel", 1.0),
         RewardTerm("reach_success", 1.0),
         RewardTerm("action_rate", -0.05),
-        # Targets that move faster than the safety chain allows are clipped on the robot (an intervention
-        # per tick in the sim2sim gate); trained against the same limit, the policy ramps within it.
-        RewardTerm("target_rate_excess", -1.0),
         RewardTerm("dof_vel", -0.005),
     ),
     reach_sigma_m=0.1,

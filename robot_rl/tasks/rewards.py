@@ -65,6 +65,9 @@ class RewardInputs:
     # The largest change of the raw action per step that the deploy safety chain's target rate limit lets
     # through unmodified: spec.safety.max_target_rate_rad_s × dt / action scale (None: not provided).
     max_action_step: float | None = None
+    # The raw action the rate limit measures steps from: the last one sent to the robot (rate-limited where
+    # the env limits targets as the safety chain does). None: the last policy output.
+    sent_action: np.ndarray | None = None
 
 
 def _sq(x: np.ndarray) -> np.ndarray:
@@ -100,8 +103,9 @@ REWARD_TERMS: dict[str, RewardFn] = {
     # How far each joint's step overshoots the safety chain's rate limit, in units of that limit. A policy
     # that overshoots is rate-limited on the robot: every clip is a safety intervention the gate counts,
     # and the motion it planned is not the one executed. Trained against, it learns to ramp instead.
-    "target_rate_excess": lambda i, c: np.sum(
-        np.clip(np.abs(i.action - i.last_action) - i.max_action_step, 0.0, None), axis=1) / i.max_action_step,
+    "target_rate_excess": lambda i, c: np.sum(np.clip(
+        np.abs(i.action - (i.last_action if i.sent_action is None else i.sent_action)) - i.max_action_step, 0.0,
+        None), axis=1) / i.max_action_step,
     "dof_pos_limits": lambda i, c: np.sum(
         np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
     ),

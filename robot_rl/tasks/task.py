@@ -81,6 +81,10 @@ class TaskCfg:
     terrain: TerrainCfg | None = None  # None: flat ground (or no ground, for an arm)
     command_resample_s: float | None = None  # None: one command per episode
     standing_fraction: float = 0.0  # share of velocity commands set to zero (learn to stand still too)
+    # Train behind the deploy safety chain's target rate limit (spec.safety.max_target_rate_rad_s): the env
+    # moves each target at most that far per step from the last one sent, as the chain does on the robot.
+    # Without it a policy that jumps pays for one step in training but is clipped for many ticks deployed.
+    rate_limit_targets: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:

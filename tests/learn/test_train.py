@@ -53,6 +53,8 @@ def test_play_can_hold_a_command(checkpoint):
 def test_resume_continues_from_a_checkpoint(checkpoint, tmp_path):
     final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 1}))
     assert final.name == "model_1.pt"  # rsl_rl continues at the stored iteration
+    # The step count carries over, so the resumed checkpoint (and its model card) counts all of training.
+    assert read_checkpoint_info(final)["env_steps"] == read_checkpoint_info(checkpoint)["env_steps"] + 4 * 8
 
 
 def test_a_wall_clock_budget_stops_and_saves(tmp_path):

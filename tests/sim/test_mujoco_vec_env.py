@@ -211,3 +211,30 @@ def test_rough_terrain_spawns_each_robot_on_its_own_patch():
     for _ in range(30):
         r = env.step(np.zeros((6, 12)))
         assert np.all(np.isfinite(r.reward))
+
+
+def test_a_rate_limited_task_moves_targets_as_the_safety_chain_would():
+    """A task trained behind the chain's target rate limit (panda-reach here): a jump is spread over many steps (as the
+    robot will execute it) and the excess is charged on every one of them, not only the first."""
+    env = _env("panda-reach", n=2)
+    env.task = dataclasses.replace(env.task, rate_limit_targets=True)
+    step = env.max_action_step
+    rate = env.spec.safety.max_target_rate_rad_s * env.dt
+    assert step * env.task.action.scale == pytest.approx(rate)  # one fact: the spec's rate limit
+    jump = np.full((2, 7), 1.0)
+    for t in range(3):
+        env.step(jump)
+        q_target = env._ctrl[:, 0, env.robot.torque_ctrl] / env.kp
+        assert np.allclose(q_target - env.default_q, rate * (t + 1))
+        assert np.allclose(env.sent_action, step * (t + 1))
+    env.step(jump)
+    # What the target_rate_excess reward is given: the policy's output against the last target sent.
+    assert np.allclose(env.last_sent_action, 3 * step) and np.all(np.abs(env.action - env.last_sent_action) > step)
+
+
+def test_a_task_without_the_rate_limit_applies_the_action_directly():
+    env = _env("a1-flat", n=2)
+    assert not env.task.rate_limit_targets
+    env.step(np.full((2, 12), 1.0))
+    q_target = env._ctrl[:, 0, env.robot.torque_ctrl] / env.kp
+    assert np.allclose(q_target, env.task.action.decode(np.full(12, 1.0), env.default_q))
