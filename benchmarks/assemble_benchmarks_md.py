@@ -6,6 +6,7 @@ person reads, regenerated with ``python benchmarks/assemble_benchmarks_md.py``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -18,6 +19,7 @@ SECTIONS = [
     ("DDS state-in → command-out latency vs bare Cyclone DDS", "RESULTS_dds_latency.md"),
     ("Deploy log enqueue cost", "RESULTS_deploy_log.md"),
     ("Behaviour cloning on panda-push", "RESULTS_bc_push.md"),
+    ("Residual fine-tuning, sim as real", "RESULTS_residual.md"),
 ]
 
 
@@ -31,6 +33,8 @@ def main() -> None:
         body = path.read_text().strip()
         # Demote the file's own headings one level under this page's section heading.
         body = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
+        # Images sit next to the results file; this page is one folder up.
+        body = re.sub(r"\]\((?!benchmarks/|https?:)([^)]+\.png)\)", r"](benchmarks/\1)", body)
         parts += [f"## {title}", f"_Source: `benchmarks/{name}`_", "", body, ""]
     (HERE.parent / "BENCHMARKS.md").write_text("\n".join(parts))
 
