@@ -4,7 +4,9 @@ Pipeline, all in one run:
 
 1. ``collect_demos``: the scripted expert drives arm teleop (``ArmTeleopController`` in ``DeployRuntime``,
    MuJoCo) until ``--demos`` successful episodes are in a LeRobot v3 dataset; its success rate over the
-   attempts is reported.
+   attempts is reported. Layouts are stratified (a Latin hypercube over the task's ranges;
+   ``--demo-layouts random`` for independent draws, as before); DART noise on the executed action is off
+   unless ``--demo-twist-noise`` / ``--demo-joint-noise`` are given (measured: it does not help).
 2. ``train_bc``: MLP on ``observation.state → action``, exported to ONNX with the task's policy contract.
 3. Evaluation on ``--eval-episodes`` fresh layouts (seed 10 000 + seed, never used for demos): the ONNX
    policy loaded with ``load_policy`` (contract checked) runs in ``DeployRuntime`` exactly as the expert
@@ -15,6 +17,9 @@ Pipeline, all in one run:
 Success: the cube within 3 cm of the goal at the end of the 10 s episode.
 
     .venv/bin/python benchmarks/bench_bc_push.py --demos 50 --eval-episodes 50
+
+While iterating: ``--simulators mujoco --no-expert --work-dir runs/bc_x``, then ``--reuse`` to evaluate
+the same demos and policy again without collecting or training.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import tyro
 
 from robot_rl.learn.bc import train_bc
-from robot_rl.learn.demos import collect_demos, evaluate_expert, evaluate_push_policy
+from robot_rl.learn.demo_noise import DemoNoise
+from robot_rl.learn.demos import DemoSummary, collect_demos, evaluate_expert, evaluate_push_policy
 
 
 @dataclass(frozen=True)
@@ -41,29 +48,50 @@ class Args:
     epochs: int = 200
     chunk: int = 1
     seed: int = 0
+    # DART noise on the executed action while collecting (robot_rl.learn.demo_noise; 0: none): on the
+    # teleop twist (normalized rates) and per joint (action units).
+    demo_twist_noise: float = 0.0
+    demo_joint_noise: float = 0.0
+    demo_noise_tau_s: float = 0.3
+    demo_layouts: Literal["random", "stratified"] = "stratified"  # see collect_demos ("random": as before)
     eval_episodes: int = 50
     simulators: tuple[str, ...] = ("mujoco", "pybullet")
+    expert: bool = True  # also evaluate the expert (the baseline); --no-expert while iterating
     work_dir: Path | None = None  # demos and policy go here (default: a temporary directory)
+    reuse: bool = False  # work_dir already holds demos (and policy): evaluate them, collect/train nothing
     markdown_out: Path | None = None
     json_out: Path | None = None
 
 
 def main(args: Args) -> int:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_bc_push_"))
-    t0 = time.perf_counter()
-    demos = collect_demos("panda-push", episodes=args.demos, out_dir=str(work / "demos"), seed=args.seed)
-    t_demos = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    train_bc(str(work / "demos"), out=str(work / "bc"), epochs=args.epochs, chunk=args.chunk, seed=args.seed)
-    t_train = time.perf_counter() - t0
     policy = str(work / "bc" / "policy.onnx")
+    if args.reuse:
+        saved = json.loads((work / "demos_summary.json").read_text())
+        demos, noise = DemoSummary(**saved["summary"]), DemoNoise(**saved["noise"])
+        t_demos = t_train = float("nan")
+    else:
+        if (work / "demos").exists():
+            raise SystemExit(f"{work / 'demos'} exists: pass --reuse to evaluate it, or another --work-dir")
+        t0 = time.perf_counter()
+        noise = DemoNoise(twist_std=args.demo_twist_noise, joint_std=args.demo_joint_noise,
+                          tau_s=args.demo_noise_tau_s)
+        demos = collect_demos("panda-push", episodes=args.demos, out_dir=str(work / "demos"), seed=args.seed,
+                              noise=noise, layouts=args.demo_layouts)
+        (work / "demos_summary.json").write_text(json.dumps({"summary": asdict(demos), "noise": asdict(noise)}))
+        t_demos = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        train_bc(str(work / "demos"), out=str(work / "bc"), epochs=args.epochs, chunk=args.chunk, seed=args.seed)
+        t_train = time.perf_counter() - t0
     eval_seed = 10_000 + args.seed
     rows = []
     for sim in args.simulators:
-        expert = evaluate_expert("panda-push", args.eval_episodes, seed=eval_seed, simulator=sim, progress=True)
+        expert = (evaluate_expert("panda-push", args.eval_episodes, seed=eval_seed, simulator=sim, progress=True)
+                  if args.expert else None)
         bc = evaluate_push_policy(policy, "panda-push", args.eval_episodes, seed=eval_seed, simulator=sim,
                                   progress=True)
-        rows.append({"simulator": sim, "expert": asdict(expert) | {"success_rate": expert.success_rate},
+        rows.append({"simulator": sim,
+                     "expert": asdict(expert) | {"success_rate": expert.success_rate} if expert else None,
                      "bc": asdict(bc) | {"success_rate": bc.success_rate}})
     result = {
         "command": " ".join(shlex.quote(a) for a in ["benchmarks/bench_bc_push.py", *sys.argv[1:]]),
@@ -71,12 +99,14 @@ def main(args: Args) -> int:
                    f"Python {platform.python_version()}",
         "demos": asdict(demos) | {"expert_success_rate": demos.expert_success_rate, "wall_s": t_demos},
         "train_s": t_train, "epochs": args.epochs, "chunk": args.chunk, "seed": args.seed, "policy": policy,
+        "demo_noise": asdict(noise),
         "evaluation": rows,
     }
     lines = [
         f"demos: {demos.written} written from {demos.attempts} expert attempts "
         f"(expert success {demos.expert_success_rate:.0%}), {demos.frames} frames, {t_demos:.0f} s; "
-        f"BC training {t_train:.0f} s ({args.epochs} epochs, chunk {args.chunk})",
+        f"BC training {t_train:.0f} s ({args.epochs} epochs, chunk {args.chunk}); "
+        f"demo noise: {noise.describe() if noise.enabled else 'none'}",
         "",
         "| simulator | expert success | BC success | BC / expert | BC mean final distance (cm) | BC faults | "
         "BC safety interventions / episode |",
@@ -84,8 +114,9 @@ def main(args: Args) -> int:
     ]
     for row in rows:
         e, b = row["expert"], row["bc"]
-        ratio = b["success_rate"] / e["success_rate"] if e["success_rate"] else float("nan")
-        lines.append(f"| {row['simulator']} | {e['successes']}/{e['episodes']} ({e['success_rate']:.0%}) | "
+        ratio = b["success_rate"] / e["success_rate"] if e and e["success_rate"] else float("nan")
+        expert_cell = f"{e['successes']}/{e['episodes']} ({e['success_rate']:.0%})" if e else "—"
+        lines.append(f"| {row['simulator']} | {expert_cell} | "
                      f"{b['successes']}/{b['episodes']} ({b['success_rate']:.0%}) | {ratio:.2f} | "
                      f"{100 * b['mean_final_distance_m']:.1f} | {b['faults']} | "
                      f"{b['safety_interventions'] / max(b['episodes'], 1):.1f} |")

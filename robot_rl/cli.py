@@ -26,6 +26,7 @@ COMMANDS: dict[str, str | dict] = {
     "train": "robot_rl.learn.train:train_command",
     "play": "robot_rl.learn.play:play_command",
     "export": "robot_rl.learn.export_checkpoint:export_checkpoint",
+    "collect-demos": "robot_rl.learn.demos:collect_demos",
     "train-bc": "robot_rl.learn.bc:train_bc",
     "finetune": "robot_rl.learn.residual.finetune:finetune",
     "model-card": "robot_rl.policy.model_card:write_model_card",

@@ -15,10 +15,19 @@ Recorded per running tick (:func:`demo_features`: the teleop recorder's usual fe
   ``ObservationBuilder`` the policy controller uses (so it is exactly what a policy will be fed), float32;
   its names spell out the contract's observation layout.
 - ``observation.environment_state`` — cube position (base frame) and goal, for analysis.
-- ``action`` — the joint position action the controller chose, in the task's ``JointPositionAction``
-  space: ``(q_target − default) / scale`` before the safety chain (which then acts on a policy's output
-  exactly as it acted on the teleop's).
+- ``action`` — the label: the joint position action the expert chose for the tick's state, in the task's
+  ``JointPositionAction`` space: ``(q_target − default) / scale`` before the safety chain (which then acts
+  on a policy's output exactly as it acted on the teleop's).
+- ``action.executed`` — the action actually sent: equal to ``action``, except with demo noise
+  (``DemoNoise``, DART: :mod:`robot_rl.learn.demo_noise`), where it is the label plus the perturbation.
 - ``teleop.command`` — the expert's normalized device command.
+
+Layouts: drawn independently per attempt by default, as the evaluation draws them; ``layouts="stratified"``
+draws them as a Latin hypercube over the task's ranges instead (:func:`stratified_episodes`): with 50 demos,
+independent draws can leave parts of the range thin (the widest push angles, where cloned policies failed
+most), stratified ones cannot. Measured on panda-push over three demo seeds: 80 / 76 / 67 % BC success
+against 68 / 69 / 78 % — a slightly higher mean, within the seed-to-seed spread
+(``benchmarks/RESULTS_bc_push.md``).
 
 Demos are recorded until ``episodes`` are written: the expert presses start on its first poll and stop +
 success once done (``success_frame``); an episode it never stops is discarded and counts as a failure in
@@ -29,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -37,6 +46,7 @@ from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.hardware.interface import RobotState
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
+from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks import panda_push
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
@@ -48,6 +58,8 @@ if TYPE_CHECKING:
     from robot_rl.teleop.recorder import EpisodeRecorder
 
 TASK_TEXT = "push the red cube to the goal on the table"
+NO_NOISE = DemoNoise()
+EXECUTED_ACTION = "action.executed"  # the action sent to the robot; ``action`` is the expert's label
 
 
 class TaskObservation:
@@ -109,7 +121,8 @@ def demo_features(task: TaskCfg, spec: RobotSpec) -> dict:
 
     env_names = ("cube_x", "cube_y", "cube_z", *task.commands.names)
     return teleop_features(observation_names(task, spec), spec.joint_names, extra={
-        "observation.environment_state": Feature("float32", (len(env_names),), env_names)})
+        "observation.environment_state": Feature("float32", (len(env_names),), env_names),
+        EXECUTED_ACTION: Feature("float32", (spec.num_joints,), tuple(spec.joint_names))})
 
 
 def run_push_episode(
@@ -152,9 +165,11 @@ def run_push_episode(
             if result.mode is ControllerMode.RUNNING:
                 if recorder is not None and recorder.recording:
                     env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
+                    label = getattr(controller, "expert_action", controller.last_raw_action)  # NoisyExecution
                     recorder.add_frame({"observation.state": observe(state, controller.last_command),
                                         "observation.environment_state": env,
-                                        "action": controller.last_raw_action.astype(np.float32)}, command)
+                                        "action": np.asarray(label, dtype=np.float32),
+                                        EXECUTED_ACTION: controller.last_raw_action.astype(np.float32)}, command)
                 running += 1
             state = robot.read()
         final = state.object_pos
@@ -170,14 +185,32 @@ def run_push_episode(
 
 
 def expert_episode(spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpisode, rng: np.random.Generator,
-                   simulator: SimulatorName = "mujoco", recorder: EpisodeRecorder | None = None) -> EpisodeOutcome:
-    """The scripted expert drives ``ArmTeleopController`` for one episode (recording into ``recorder``)."""
+                   simulator: SimulatorName = "mujoco", recorder: EpisodeRecorder | None = None,
+                   noise: DemoNoise = NO_NOISE, noise_rng: np.random.Generator | None = None) -> EpisodeOutcome:
+    """The scripted expert drives ``ArmTeleopController`` for one episode (recording into ``recorder``).
+
+    ``noise`` (off by default): the executed action is perturbed while the expert is still working on the
+    cube (not once it is done and going home), drawn from ``noise_rng``; the recorded label stays the
+    expert's clean action (DART, :mod:`robot_rl.learn.demo_noise`)."""
     from robot_rl.teleop.arm_ik import ArmTeleopController
     from robot_rl.teleop.scripted_expert import ScriptedPushExpert
 
-    controller = ArmTeleopController(spec, task)
+    teleop = ArmTeleopController(spec, task)
     robot = SimRobot(spec, simulator, scene=panda_push.push_scene(episode.cube_xy))
-    expert = ScriptedPushExpert(spec, robot, episode.goal_xy, rng, kinematics=controller.ik.kin)
+    expert = ScriptedPushExpert(spec, robot, episode.goal_xy, rng, kinematics=teleop.ik.kin)
+    controller: Controller = teleop
+    if noise.enabled:
+        if noise_rng is None:
+            raise ValueError("expert_episode: demo noise needs its own noise_rng (seeded by the caller)")
+
+        def working() -> bool:
+            return expert.zone not in ("retreat", "home")
+
+        if noise.twist_std > 0:
+            controller = NoisyTeleop(teleop, spec, noise, noise_rng, clean_command=lambda: expert.clean_command,
+                                     active=working)
+        if noise.joint_std > 0:
+            controller = NoisyExecution(controller, spec, task, noise, noise_rng, active=working)
     return run_push_episode(spec, task, episode, controller, robot=robot, device=expert, recorder=recorder)
 
 
@@ -196,9 +229,25 @@ class DemoSummary:
 
 def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "runs/demos/panda_push", seed: int = 0,
                   simulator: SimulatorName = "mujoco", max_attempts_factor: float = 3.0,
+                  noise: DemoNoise = NO_NOISE, layouts: Literal["random", "stratified"] = "random",
                   progress: bool = True) -> DemoSummary:
     """Record ``episodes`` successful scripted-expert demos into a LeRobot v3 dataset at ``out_dir``
-    (appending if it already holds demos with the same features)."""
+    (appending if it already holds demos with the same features), and a ``README.md`` saying how.
+
+    Args:
+        task: the task (the scripted expert knows panda-push).
+        episodes: successful demos to write.
+        out_dir: dataset directory.
+        seed: layouts, the expert's style and its command noise; demo noise draws from its own stream.
+        simulator: where the expert runs.
+        max_attempts_factor: give up after this many attempts per demo asked for.
+        noise: DART noise on the executed action (off by default; ``action`` stays the expert's label,
+            ``action.executed`` records what was sent).
+        layouts: "random": each attempt's layout drawn independently (as the evaluation draws them);
+            "stratified": Latin hypercube blocks of ``episodes`` layouts (:func:`stratified_episodes`), so
+            few demos still cover every part of the layout space, the edges of the push angles included.
+        progress: show a progress bar.
+    """
     from robot_rl.data.lerobot_dataset import LeRobotDatasetWriter
     from robot_rl.teleop.recorder import EpisodeRecorder
 
@@ -212,6 +261,9 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
                                   features=demo_features(cfg, spec), robot_type=spec.name)
     recorder = EpisodeRecorder(writer, task=TASK_TEXT)
     rng = np.random.default_rng(seed)
+    noise_rng = np.random.default_rng([seed, 2])  # its own stream: turning noise on leaves the layouts as they were
+    layout_rng = np.random.default_rng([seed, 3])
+    planned: list[panda_push.PushEpisode] = []
     max_attempts = max(episodes, int(np.ceil(episodes * max_attempts_factor)))
     attempts = successes = written = 0
     bar = None
@@ -221,7 +273,13 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
         bar = tqdm(total=episodes, desc="demos", unit="ep")
     try:
         while written < episodes and attempts < max_attempts:
-            outcome = expert_episode(spec, cfg, panda_push.sample_episode(rng), rng, simulator, recorder)
+            if layouts == "stratified":
+                planned = planned or stratified_episodes(episodes, layout_rng)
+                episode = planned.pop()
+            else:
+                episode = panda_push.sample_episode(rng)
+            outcome = expert_episode(spec, cfg, episode, rng, simulator, recorder,
+                                     noise=noise, noise_rng=noise_rng)
             attempts += 1
             successes += outcome.success
             if outcome.saved and not outcome.success:
@@ -233,7 +291,45 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
     finally:
         if bar is not None:
             bar.close()
-    return DemoSummary(str(out_dir), written, attempts, successes, writer.total_frames)
+    summary = DemoSummary(str(out_dir), written, attempts, successes, writer.total_frames)
+    write_dataset_card(Path(out_dir), summary, seed, simulator, noise)
+    return summary
+
+
+def stratified_episodes(n: int, rng: np.random.Generator) -> list[panda_push.PushEpisode]:
+    """``n`` layouts from the task's ranges as a Latin hypercube over (cube x, cube y, push angle, push
+    distance): each range is cut into ``n`` equal strata and every stratum of every one is used once."""
+    unit = (np.argsort(rng.random((4, n)), axis=1) + rng.random((4, n))) / n
+    cube_x = panda_push.CUBE_X_RANGE[0] + unit[0] * np.ptp(panda_push.CUBE_X_RANGE)
+    cube_y = panda_push.CUBE_Y_RANGE[0] + unit[1] * np.ptp(panda_push.CUBE_Y_RANGE)
+    angle = panda_push.PUSH_ANGLE_RANGE_RAD[0] + unit[2] * np.ptp(panda_push.PUSH_ANGLE_RANGE_RAD)
+    distance = panda_push.PUSH_DISTANCE_RANGE_M[0] + unit[3] * np.ptp(panda_push.PUSH_DISTANCE_RANGE_M)
+    return [panda_push.PushEpisode(np.array([x, y]), np.array([x, y]) + d * np.array([np.cos(a), np.sin(a)]))
+            for x, y, a, d in zip(cube_x, cube_y, angle, distance, strict=True)]
+
+
+def write_dataset_card(out_dir: Path, summary: DemoSummary, seed: int, simulator: str, noise: DemoNoise) -> None:
+    """``README.md`` beside the dataset: how the demos were made and what the action columns mean."""
+    if noise.enabled:
+        how = (f"DART noise injection (`robot_rl.learn.demo_noise`): the robot executed the expert's action "
+               f"plus Ornstein–Uhlenbeck noise ({noise.describe()}) while the expert worked on the cube (faded "
+               f"out over {noise.fade_s:g} s once it was done). `action` is the expert's clean action for the "
+               f"state visited (the label); `{EXECUTED_ACTION}` is the perturbed action that was sent.")
+    else:
+        how = f"No noise injection: `{EXECUTED_ACTION}` equals `action`, the action the expert sent."
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.joinpath("README.md").write_text(
+        f"# panda-push scripted demos\n\nTask: {TASK_TEXT}. The scripted expert "
+        f"(`robot_rl.teleop.scripted_expert`) drove arm teleop through the deploy runtime in {simulator} "
+        f"(`robot_rl.learn.demos.collect_demos`, seed {seed}).\n\n"
+        f"Demos written in this run: {summary.written} from {summary.attempts} attempts "
+        f"({summary.expert_successes} met the task's success criterion); the dataset holds "
+        f"{summary.frames} frames.\n\n"
+        f"- `observation.state`: the task's actor observation (the policy's input).\n"
+        f"- `action`: the label, the expert's joint position action `(q_target − default) / scale`.\n"
+        f"- `{EXECUTED_ACTION}`: the action sent to the robot.\n"
+        f"- `observation.environment_state`: cube position and goal (base frame), for analysis.\n"
+        f"- `teleop.command`: the expert's normalized teleop command.\n\n{how}\n")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,8 @@ class ScriptedPushExpert:
         self._polls = 0
         self._home_ticks = 0
         self.finished = False  # stop (or discard) has been pressed
+        # The last poll's command without the noise: the rule's own answer (the label DART demos record).
+        self.clean_command = TeleopCommand(ee_delta=np.zeros(6), gripper=1.0)
 
     # -- the device interface ---------------------------------------------------------------------------
     def poll(self) -> TeleopCommand:
@@ -103,6 +105,7 @@ class ScriptedPushExpert:
         ee, rot = self.kin.tool_pose(state.q)
         cube = np.asarray(state.object_pos, dtype=np.float64)
         rate = self.rates(ee, cube[:2])
+        clean_rate = rate
         if self.zone != "home":
             a = self.dt / self.cfg.noise_tau_s
             self._noise += -a * self._noise + np.sqrt(2 * a) * self.cfg.noise * self.rng.standard_normal(3)
@@ -111,6 +114,9 @@ class ScriptedPushExpert:
         ee_delta[:3] = np.clip(rate, -1.0, 1.0)
         if self.cfg.align_yaw:
             ee_delta[5] = np.clip(self.yaw_rate(rot, cube[:2]), -1.0, 1.0)
+        clean_delta = ee_delta.copy()
+        clean_delta[:3] = np.clip(clean_rate, -1.0, 1.0)
+        self.clean_command = TeleopCommand(ee_delta=clean_delta, gripper=1.0)
         buttons = RecorderButtons(start=self._polls == 0)
         self._polls += 1
         at_home = self.zone == "home" and np.linalg.norm(ee - np.asarray(self.cfg.home_m)) < self.cfg.at_home_m

@@ -6,7 +6,7 @@ import pytest
 from robot_rl.control.controller import PolicyController
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_validate import validate_dataset
-from robot_rl.learn.demos import TASK_TEXT, TaskObservation, collect_demos, observation_names
+from robot_rl.learn.demos import EXECUTED_ACTION, TASK_TEXT, TaskObservation, collect_demos, observation_names
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
@@ -36,6 +36,9 @@ def test_collect_writes_a_valid_lerobot_dataset_of_successful_episodes(two_demos
     assert np.linalg.norm(cube - goal) < 0.03  # the cube ends at the goal
     # Actions are targets a policy could output: inside the task's action clip.
     assert np.abs(episode["action"]).max() <= TASK.action.clip
+    # No demo noise by default: the robot executed the labels themselves, and the dataset card says so.
+    np.testing.assert_array_equal(episode[EXECUTED_ACTION], episode["action"])
+    assert "No noise injection" in (out / "README.md").read_text()
 
 
 def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
@@ -67,3 +70,31 @@ def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
 def test_collect_refuses_a_task_the_expert_does_not_know(tmp_path):
     with pytest.raises(ValueError, match="panda-push"):
         collect_demos("panda-reach", episodes=1, out_dir=str(tmp_path / "x"), progress=False)
+
+
+def test_stratified_layouts_use_every_stratum_of_every_range_once():
+    from robot_rl.learn.demos import stratified_episodes
+    from robot_rl.tasks import panda_push
+
+    n = 20
+    episodes = stratified_episodes(n, np.random.default_rng(0))
+    cube = np.array([e.cube_xy for e in episodes])
+    push = np.array([e.goal_xy - e.cube_xy for e in episodes])
+    values = {"x": (cube[:, 0], panda_push.CUBE_X_RANGE), "y": (cube[:, 1], panda_push.CUBE_Y_RANGE),
+              "angle": (np.arctan2(push[:, 1], push[:, 0]), panda_push.PUSH_ANGLE_RANGE_RAD),
+              "distance": (np.linalg.norm(push, axis=1), panda_push.PUSH_DISTANCE_RANGE_M)}
+    for name, (v, (low, high)) in values.items():
+        strata = np.floor((v - low) / (high - low) * n).astype(int)
+        assert sorted(strata) == list(range(n)), name
+    low, high = TASK.commands.low, TASK.commands.high
+    assert all(np.all((e.goal_xy >= low) & (e.goal_xy <= high)) for e in episodes)
+
+
+def test_collect_demos_command_line(tmp_path):
+    from robot_rl.cli import main
+
+    out = tmp_path / "cli"
+    assert main(["collect-demos", "--episodes", "1", "--out-dir", str(out), "--layouts", "stratified",
+                 "--noise.twist-std", "0.05", "--no-progress"]) == 0
+    assert LeRobotDataset(out).num_episodes == 1
+    assert "twist std 0.05" in (out / "README.md").read_text()

@@ -55,6 +55,25 @@ def test_expert_commands_are_normalized_and_press_start_first():
     assert expert.zone == "reposition" and cmd.ee_delta[2] < -0.3
 
 
+def test_clean_command_is_the_polled_command_without_the_noise():
+    """DART demos label with the rule's own answer: the same command, less the expert's OU noise."""
+    from dataclasses import replace
+
+    from robot_rl.teleop.scripted_expert import PushExpertConfig
+
+    kin = ArmKinematics(PANDA)
+    source = _Frozen(_state(PANDA.default_positions, [0.45, 0.05, 0.025]))
+    goal = np.array([0.58, 0.05])
+    noisy = ScriptedPushExpert(PANDA, source, goal, np.random.default_rng(0), kinematics=kin)
+    quiet = ScriptedPushExpert(PANDA, source, goal, np.random.default_rng(0), kinematics=kin,
+                               cfg=replace(PushExpertConfig(), noise=0.0))
+    for _ in range(20):
+        sent, silent = noisy.poll(), quiet.poll()
+        np.testing.assert_allclose(noisy.clean_command.ee_delta, silent.ee_delta)
+        np.testing.assert_array_equal(quiet.clean_command.ee_delta, silent.ee_delta)
+    assert np.abs(sent.ee_delta[:3] - noisy.clean_command.ee_delta[:3]).max() > 1e-3
+
+
 def test_expert_is_memoryless_apart_from_noise():
     """Same scene → same rates, whatever came before (a cloned policy can reproduce a function of the state)."""
     kin = ArmKinematics(PANDA)

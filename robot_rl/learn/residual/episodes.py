@@ -3,12 +3,17 @@
 One episode:
 
     stop → damping (``settle_s``) → reset → arm → ramp to the default pose (the runtime's state machine)
+    → push tasks: the scene is reset to the episode's layout (the object put at its start, at rest)
     → RUNNING: every tick the controller runs base + residual (:class:`ResidualPolicy`) through the safety
       chain; the transition of the previous tick is completed with this tick's state and reward and
       written to the learner's ring
     → ends on the time limit (truncated), the task's failure (terminal), a person's success signal
       (terminal, with ``success_bonus``), a person's stop, or a safety-chain fault (truncated, with
       ``safety_stop_penalty``); then the next reset starts with ``stop``.
+
+The scene is reset after the ramp, with the arm at its default pose clear of the table, so the ramp
+cannot knock the object from its start; the tick that ends the ramp already runs the policy once on the
+old scene, but that tick opens no transition (the first one recorded starts on the reset scene).
 
 A fault latched by the safety chain ends the episode cleanly: the robot is already damping, the last
 transition is closed with the state of the faulting tick, and the next reset acknowledges the fault before
@@ -31,6 +36,7 @@ from robot_rl.control.loop_timing import RateLoop
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.hardware.interface import RobotInterface, RobotState
+from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
 from robot_rl.learn.residual.replay import StepCodec
@@ -63,6 +69,8 @@ class EpisodeResult:
     tail_tip_error_m: float | None = None
     tip_errors: list[float] = field(default_factory=list)
     vel_error_m_s: float | None = None  # velocity tracking: mean |command − v| (xy, body frame) when measured
+    final_object_error_m: float | None = None  # push: object to goal at the end (table plane)
+    success: bool | None = None  # the task's own success criterion at the end (push), None where it has none
     _vel_errors: list[float] = field(default_factory=list, repr=False)
 
 
@@ -82,6 +90,9 @@ class EpisodeLoop:
             raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime for hardware")
         if realtime and pace is not None:
             raise ValueError("a real-time loop never waits for the learner: pace is for lockstep simulation only")
+        if reward.task.objective == "push" and not hasattr(robot, "reset_scene"):
+            raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
+                             "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
         self.write, self.intervention, self.pace = write, intervention, pace
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
@@ -146,11 +157,18 @@ class EpisodeLoop:
         raise RuntimeError(f"the robot faulted on {self.RAMP_ATTEMPTS} ramps to the default pose in a row: {faults}")
 
     # -- an episode ------------------------------------------------------------------------------------
-    def run_episode(self, command: np.ndarray, *, explore: bool, learn: bool) -> EpisodeResult:
-        """Reset, then run the policy until the episode ends. ``learn``: write transitions to the learner."""
+    def run_episode(self, command: np.ndarray, *, explore: bool, learn: bool, scene: SimScene | None = None
+                    ) -> EpisodeResult:
+        """Reset, then run the policy until the episode ends. ``learn``: write transitions to the learner.
+        ``scene``: the episode's layout (push tasks; required there), set on the robot after the ramp."""
         cfg, policy = self.cfg, self.policy
         command = np.asarray(command, dtype=np.float64)
+        pushing = self.reward.task.objective == "push"
+        if pushing and scene is None:
+            raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
         self._reset(command)
+        if scene is not None:
+            self.robot.reset_scene(scene)
         policy.explore = explore
         self.reward.reset()
         if self.intervention is not None:
@@ -160,7 +178,7 @@ class EpisodeLoop:
         res = EpisodeResult(ended_by="time_limit")
         have_prev = False
         self._prev_action[:] = 0.0
-        arm = self.reward.kinematics is not None
+        arm = self.reward.kinematics is not None and self.reward.task.objective == "reach"
         walking = self.reward.task.objective == "velocity_tracking"
         while True:
             policy_ticks = policy.ticks
@@ -226,6 +244,10 @@ class EpisodeLoop:
             self.runtime.set_command(np.zeros_like(command))
             for _ in range(round(cfg.stand_s / self.period)):
                 self._tick()
+        if pushing:  # the task's criterion on the scene as the episode leaves it
+            final = self.robot.read()
+            res.final_object_error_m = self.reward.object_error(final, command)
+            res.success = self.reward.success(final, command) and res.ended_by not in ("safety_stop", "estop")
         self.runtime.stop()
         policy.override = None
         if res._vel_errors:

@@ -2,6 +2,12 @@
 
     robot-rl finetune --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
     robot-rl finetune --policy panda_reach.onnx --robot panda --interface sim --shift kp=0.5,payload=2.5,latency=2
+    robot-rl finetune --policy runs/res_push/bc/policy.onnx --robot panda --shift kp=0.5,latency=2
+
+Push tasks (panda-push: a BC policy) run on the in-process sim only: every episode draws a layout (cube
+start, goal) from the task's sampler and the scene is reset to it after the ramp
+(:mod:`robot_rl.learn.residual.scenes`); the reward is the task's ``RewardsCfg`` (cube → goal distance,
+success radius) from ``RobotState.object_pos``, and evaluations report the task's success rate.
 
 The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
 training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:
@@ -26,12 +32,13 @@ import numpy as np
 
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, EpisodeResult
+from robot_rl.learn.residual.scenes import EpisodeSetup, eval_setups, initial_scene, sample_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
 
 Interface = Literal["sim", "unitree-dds"]
 _SHIFT_KEYS = {"kp": "kp_scale", "kd": "kd_scale", "payload": "payload_kg", "latency": "latency_steps",
-               "friction": "friction_scale"}
+               "friction": "friction_scale", "object_friction": "object_friction_scale"}
 
 
 def parse_shift(text: str | None) -> RealityShift | None:
@@ -76,6 +83,11 @@ def summarize(results: list[EpisodeResult], dt: float = 0.02, success_m: float =
     """Means over episodes. ``dt``: policy period; ``success_m``: the reach task's tolerance."""
     out = {"episodes": len(results), "return": float(np.mean([r.episode_return for r in results])),
            "ended_by": {k: sum(r.ended_by == k for r in results) for k in {r.ended_by for r in results}}}
+    pushed = [r for r in results if r.final_object_error_m is not None]
+    if pushed:  # push: the task's success criterion at the end, and how far off the cube ended
+        out["success"] = float(np.mean([bool(r.success) for r in pushed]))
+        out["final_object_error_m"] = float(np.mean([r.final_object_error_m for r in pushed]))
+        out["safety_events"] = int(sum(r.safety_events for r in results))
     vel = [r.vel_error_m_s for r in results if r.vel_error_m_s is not None]
     if vel:
         out["vel_error_m_s"] = float(np.mean(vel))
@@ -91,19 +103,21 @@ def summarize(results: list[EpisodeResult], dt: float = 0.02, success_m: float =
     return out
 
 
-def evaluate(loop: EpisodeLoop, commands: np.ndarray) -> dict:
-    """Deterministic episodes (no exploration, nothing sent to the learner) over ``commands``."""
-    return summarize([loop.run_episode(c, explore=False, learn=False) for c in commands], loop.period,
-                     loop.reward.task.rewards.reach_tolerance_m)
+def evaluate(loop: EpisodeLoop, episodes: np.ndarray | list[EpisodeSetup]) -> dict:
+    """Deterministic episodes (no exploration, nothing sent to the learner) over ``episodes``: commands, or
+    :class:`EpisodeSetup` (push tasks: with their scenes)."""
+    setups = [e if isinstance(e, EpisodeSetup) else EpisodeSetup(np.asarray(e)) for e in episodes]
+    return summarize([loop.run_episode(e.command, explore=False, learn=False, scene=e.scene) for e in setups],
+                     loop.period, loop.reward.task.rewards.reach_tolerance_m)
 
 
 def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
-               network_interface: str | None):
+               network_interface: str | None, scene=None):
     if interface == "sim":
         from robot_rl.learn.residual.shifted_sim import ShiftedSimRobot
 
         # No shift: the nominal sim (an identity shift), which can also set a fallen robot back on its feet.
-        return ShiftedSimRobot(spec, shift or RealityShift())
+        return ShiftedSimRobot(spec, shift or RealityShift(), scene=scene)
     if interface == "unitree-dds":
         if shift is not None:
             raise ConfigError("--shift", "unitree-dds", "a shift applies to the in-process sim only")
@@ -137,8 +151,10 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     task = make_task(read_contract(policy).provenance.task)
     if task.robot != spec.name:
         raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
-    if task.objective == "push":
-        raise ConfigError("--policy", str(policy), "push tasks need a per-episode scene; not supported yet")
+    if task.objective == "push" and interface != "sim":
+        raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
+                          "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
+                          "sim only (on hardware it needs a perception source and a person resetting the cube)")
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
@@ -172,13 +188,13 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res_policy))
     reward = StateReward(task, spec)
     device = _intervention(teleop, spec, task)
-    rob = make_robot(spec, interface, shift, domain_id, network_interface)
+    rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
     episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0)
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
                        intervention=device)
     report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
     rng = np.random.default_rng(seed)
-    commands = eval_commands(task, eval_episodes)
+    evaluation_set = eval_setups(task, eval_episodes)
     progress = (run_dir / "progress.jsonl").open("a")
 
     def record(kind: str, data: dict) -> None:
@@ -199,16 +215,17 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             why = log_file.read_text().strip().splitlines()[-1] if log_file.is_file() else "no error log"
             raise RuntimeError(f"the learner did not start: {why} (full traceback: {log_file})")
         if not realtime:
-            loop.pace = _pacer(learner, sac)
+            loop.pace = _pacer(learner, sac, stalled_s=max(5.0, residual.learner_timeout_s),
+                               timeout_s=max(30.0, residual.learner_timeout_s))
         rob.connect()
         with realtime_context(fifo_priority=fifo_priority) if realtime else contextlib.nullcontext():
             next_eval = 0
             while report.transitions < transitions:
                 if eval_every and report.transitions >= next_eval:
-                    record("eval", evaluate(loop, commands))
+                    record("eval", evaluate(loop, evaluation_set))
                     next_eval += eval_every
-                cmd = task.commands.sample(rng, 1)[0]
-                result = loop.run_episode(cmd, explore=True, learn=True)
+                setup = sample_setups(task, rng, 1)[0]  # push: a layout from the task's sampler, on rng's stream
+                result = loop.run_episode(setup.command, explore=True, learn=True, scene=setup.scene)
                 report.transitions += result.transitions
                 report.episodes += 1
                 report.ended_by[result.ended_by] = report.ended_by.get(result.ended_by, 0) + 1
@@ -222,7 +239,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             if version is None:
                 raise RuntimeError("the learner left no complete weights behind")
             res_policy.detach(final, version)  # the learner is gone on purpose: keep its last residual on
-            record("eval", evaluate(loop, commands))
+            record("eval", evaluate(loop, evaluation_set))
     finally:
         report.learner = learner.status.summary()
         learner.close()
@@ -238,9 +255,12 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     return report
 
 
-def _pacer(learner, sac: SACCfg, slack: int = 8, timeout_s: float = 30.0):
+def _pacer(learner, sac: SACCfg, slack: int = 8, timeout_s: float = 30.0, stalled_s: float = 5.0):
     """Lockstep only: wait until the learner's updates match the update-to-data ratio (or it is gone).
 
+    ``stalled_s``: a learner whose heartbeat is older is not waited for (at least the actor's own
+    ``learner_timeout_s``: on a machine shared with other jobs a starved learner would otherwise fall behind
+    for good, the actor switch the residual off, and the run measure the base).
     Call after the learner is ready: a resumed learner counts the transitions of the runs before this one."""
     status = learner.status
     before = int(status.cells[status.RECEIVED])
@@ -251,7 +271,7 @@ def _pacer(learner, sac: SACCfg, slack: int = 8, timeout_s: float = 30.0):
             return
         deadline = time.monotonic() + timeout_s
         while status.updates < target and time.monotonic() < deadline:
-            if status.heartbeat_age() > 5.0 or status.state not in (status.STARTING, status.RUNNING):
+            if status.heartbeat_age() > stalled_s or status.state not in (status.STARTING, status.RUNNING):
                 return  # a dead or stalled learner: carry on with the base (the actor switches itself)
             time.sleep(0.0005)
 
@@ -312,6 +332,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     if report.evaluations:
         first, last = report.evaluations[0], report.evaluations[-1]
         print(f"evaluation return {first['return']:.3f} → {last['return']:.3f}")
+        if "success" in last:
+            print(f"evaluation success rate {first['success']:.2f} → {last['success']:.2f}")
     if report.reward_terms_dropped:
         print(f"reward terms this robot's state cannot give, left out: {', '.join(report.reward_terms_dropped)}")
     if report.exported:

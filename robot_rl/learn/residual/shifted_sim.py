@@ -1,7 +1,8 @@
 """Sim as "real": a simulated robot whose physics differ from the training sim, for fine-tuning benchmarks.
 
-:class:`RealityShift` names the differences — motor gains, a payload, actuator latency, friction — and two
-places apply the same shift from the domain-randomization code (``robot_rl.sim.randomization``), not a copy:
+:class:`RealityShift` names the differences — motor gains, a payload, actuator latency, friction (the robot's
+and, in a scene, the objects') — and two places apply the same shift from the domain-randomization code
+(``robot_rl.sim.randomization``), not a copy:
 
 - :class:`ShiftedSimRobot` — a MuJoCo :class:`~robot_rl.hardware.sim_robot.SimRobot` (the RobotInterface the
   runtime drives) with the shifted model: what the residual fine-tunes against, through the runtime.
@@ -13,6 +14,9 @@ legged robot. An arm's controller compensates gravity from its *nominal* model (
 payload's weight is not compensated: its body keeps gravity compensation only for its nominal mass.
 The gains shift scales what the motors do with the commanded kp and kd (an actuator that is weaker than its
 datasheet); latency holds each command back for whole policy periods, as a slow bus or driver would.
+Scene objects (a table, a cube: ``SimScene``) keep their own friction — the DR friction term sets every geom
+to the robot's nominal friction, which is not theirs — scaled by ``object_friction_scale`` (a slipperier or
+stickier table and cube than the demos saw).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ class RealityShift:
     payload_kg: float = 0.0
     latency_steps: int = 0  # policy periods
     friction_scale: float = 1.0
+    object_friction_scale: float = 1.0  # × each scene box's own friction (no effect without a scene)
 
     def __post_init__(self) -> None:
-        if self.kp_scale <= 0 or self.kd_scale <= 0 or self.friction_scale <= 0:
+        if min(self.kp_scale, self.kd_scale, self.friction_scale, self.object_friction_scale) <= 0:
             raise ValueError(f"reality shift: gain and friction scales must be > 0, got {self}")
         if self.payload_kg < 0 or self.latency_steps < 0:
             raise ValueError(f"reality shift: payload and latency must be ≥ 0, got {self}")
@@ -52,8 +57,11 @@ class RealityShift:
         )
 
     def describe(self) -> str:
-        return (f"kp ×{self.kp_scale:g}, kd ×{self.kd_scale:g}, payload {self.payload_kg:g} kg, latency "
+        text = (f"kp ×{self.kp_scale:g}, kd ×{self.kd_scale:g}, payload {self.payload_kg:g} kg, latency "
                 f"{self.latency_steps} policy steps, friction ×{self.friction_scale:g}")
+        if self.object_friction_scale != 1.0:
+            text += f", object friction ×{self.object_friction_scale:g}"
+        return text
 
 
 def payload_body(model, spec: RobotSpec) -> int:
@@ -107,6 +115,9 @@ class ShiftedSimRobot(SimRobot):
         backend = self._backend
         robot = backend.robot
         apply_shift_to_model(robot.model, backend.data, self.spec, robot.base_body_id, robot.joint_ids, self.shift)
+        for box in () if self.scene is None else self.scene.boxes:
+            geom = robot.model.geom(box.name).id
+            robot.model.geom_friction[geom, 0] = box.friction * self.shift.object_friction_scale
         self._queue.clear()
         for _ in range(self.shift.latency_steps):  # the motors start on the power-up (passive) command
             self._queue.append(JointCommand.passive(self.spec.num_joints))
@@ -117,6 +128,28 @@ class ShiftedSimRobot(SimRobot):
         backend = self._require()
         with self._lock:
             backend.robot.reset(backend.data)
+
+    def reset_scene(self, scene: SimScene) -> None:
+        """Put every free object of ``scene`` at its start pose, at rest (a push episode's layout). ``scene``
+        must hold the objects the robot was built with (same names); stands in for the person who sets the
+        object down between episodes on hardware."""
+        import mujoco
+
+        backend = self._require()
+        built = {b.name for b in self.scene.boxes if b.mass_kg is not None} if self.scene is not None else set()
+        wanted = {b.name for b in scene.boxes if b.mass_kg is not None}
+        if wanted != built:
+            raise ValueError(f"reset_scene: the robot was built with objects {sorted(built)}, got {sorted(wanted)}")
+        model, data = backend.robot.model, backend.data
+        with self._lock:
+            for box in scene.boxes:
+                if box.mass_kg is None:
+                    continue  # fixed (a table): where it was built
+                joint = model.body(box.name).jntadr[0]
+                q, v = model.jnt_qposadr[joint], model.jnt_dofadr[joint]
+                data.qpos[q : q + 7] = [*box.pos, 1.0, 0.0, 0.0, 0.0]
+                data.qvel[v : v + 6] = 0.0
+            mujoco.mj_forward(model, data)
 
     def write(self, command: JointCommand) -> JointCommand:
         actual = command.copy()

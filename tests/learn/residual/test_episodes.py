@@ -122,3 +122,44 @@ def test_an_estop_from_the_person_ends_the_episode_and_damps(setup):
     state = s.robot.read()
     s.robot.write(s.runtime.step(state, s.robot.sim_time()).command)
     assert s.runtime.mode is ControllerMode.DAMPING
+
+
+def test_push_episodes_reset_the_cube_to_their_layout_after_the_ramp(push_base):
+    from robot_rl.hardware.sim_robot import SimRobot
+    from robot_rl.learn.residual.scenes import sample_setups
+    from robot_rl.tasks import panda_push
+
+    spec, task = load_robot("panda"), make_task("panda-push")
+    policy = ResidualPolicy(load_policy(push_base, read_contract(push_base)), CFG, explore=False)
+    runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, policy))
+    first, second = sample_setups(task, np.random.default_rng(3), 2)
+    robot = ShiftedSimRobot(spec, RealityShift(kp_scale=0.6), scene=first.scene)
+    ring = TransitionRing(2 * policy.state_dim + policy.action_dim + 4, 4096)
+    robot.connect()
+    try:
+        loop = EpisodeLoop(runtime, robot, policy, StateReward(task, spec), EpisodeCfg(length_s=LENGTH_S),
+                           realtime=False, write=ring.write)
+        one = loop.run_episode(first.command, explore=False, learn=False, scene=first.scene)
+        assert one.final_object_error_m == pytest.approx(
+            panda_push.goal_distance(robot.read().object_pos, first.command), abs=1e-9)
+        assert one.success is False  # half a second of a near-zero policy pushes nothing 10 cm
+        backend = robot._backend  # the cube knocked away between episodes
+        joint = backend.robot.model.body(panda_push.CUBE).jntadr[0]
+        backend.data.qpos[backend.robot.model.jnt_qposadr[joint]] += 0.2
+        two = loop.run_episode(second.command, explore=False, learn=True, scene=second.scene)
+        steps = [loop.codec.unpack(r) for r in TransitionRing.attach(ring.ref).read()]
+        assert two.transitions == len(steps) == TICKS - 1
+        # the policy's first recorded observation sees the cube at this episode's start, and its goal
+        obs = steps[0].state
+        cube_xy = second.scene.boxes[1].pos[:2]
+        np.testing.assert_allclose(obs[14:16], cube_xy, atol=2e-3)  # joint_pos_rel, joint_vel (7 + 7), object
+        np.testing.assert_allclose(obs[17:19], second.command, atol=1e-6)  # then the command (the goal)
+        assert [m for _, m in runtime.mode_changes][-4:] == ["damping", "passive", "ramp", "running"]
+        with pytest.raises(ValueError, match="needs its scene"):
+            loop.run_episode(second.command, explore=False, learn=False)
+    finally:
+        robot.close()
+        ring.close()
+    with pytest.raises(ValueError, match="needs its scene reset every episode"):
+        EpisodeLoop(runtime, SimRobot(spec), policy, StateReward(task, spec), EpisodeCfg(length_s=LENGTH_S),
+                    realtime=False)

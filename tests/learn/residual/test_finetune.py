@@ -65,3 +65,24 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]
     assert np.isfinite(second.evaluations[-1]["return"])
+
+
+def test_push_is_refused_over_a_hardware_interface(push_base, tmp_path):
+    with pytest.raises(ConfigError, match="in-process sim only"):
+        run_finetune(push_base, "panda", "unitree-dds", transitions=10, run_dir=tmp_path, export=False)
+
+
+@pytest.mark.timeout(240)
+def test_finetune_on_panda_push_runs_end_to_end(push_base, tmp_path):
+    shift = RealityShift(kp_scale=0.5, latency_steps=2, object_friction_scale=1.5)
+    report = run_finetune(push_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path,
+                          eval_every=200, eval_episodes=2, episode_length_s=0.5, log=False, **TINY)
+    assert report.transitions >= 300 and report.learner["state"] == "finished"
+    assert report.learner["received"] == report.transitions and report.learner["lost"] == 0
+    assert report.reward_terms_dropped == ()  # the sim reports the cube: every push term is computed
+    for evaluation in report.evaluations:
+        assert evaluation["episodes"] == 2 and 0.0 <= evaluation["success"] <= 1.0
+        assert 0.0 < evaluation["final_object_error_m"] < 1.0
+    episodes = [json.loads(x) for x in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert sum(e["kind"] == "episode" for e in episodes) == report.episodes >= 12
+    assert load_policy(report.exported, read_contract(push_base)).contract.provenance.task == "panda-push"

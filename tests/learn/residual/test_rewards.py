@@ -56,3 +56,42 @@ def test_failure_from_tilt_and_a_clear_error_for_the_wrong_robot():
     assert not reward.failed(upright) and reward.failed(on_its_side)
     with pytest.raises(ValueError, match="for robot 'a1', got the spec of 'panda'"):
         StateReward(task, load_robot("panda"))
+
+
+def test_push_reward_from_the_robot_state_matches_the_task_terms():
+    from robot_rl.tasks import panda_push
+    from robot_rl.tasks.rewards import RewardInputs, compute_rewards
+
+    task, spec = make_task("panda-push"), load_robot("panda")
+    reward = StateReward(task, spec)
+    goal = np.array([0.6, 0.05])
+    q = spec.default_positions + 0.1
+    cube = np.array([0.55, 0.02, panda_push.CUBE_HALF_M])
+    action, last = np.full(7, 0.2), np.zeros(7)
+    mine = reward(_state(q, np.zeros(7), object_pos=cube), goal, action, last)
+    tool = reward.kinematics.tool_pose(q)[0]
+    z = np.zeros((1, 7))
+    expected, parts = compute_rewards(task.rewards, RewardInputs(
+        dt=spec.timing.policy_period_s, command=goal[None], q=q[None], dq=z, last_dq=z,
+        default_q=spec.default_positions, q_soft_lower=reward.soft_lower, q_soft_upper=reward.soft_upper, torque=z,
+        action=action[None], last_action=last[None], terminated=np.zeros(1, bool), object_pos=cube[None],
+        tool_pos=tool[None]))
+    assert mine == pytest.approx(float(expected[0]))
+    assert reward.used == tuple(t.name for t in task.rewards.terms) and reward.dropped == ()
+    assert parts["tool_to_object"][0] < 0 and parts["push_distance"][0] < 0
+    assert reward.object_error(_state(q, np.zeros(7), object_pos=cube), goal) == pytest.approx(np.hypot(0.05, 0.03))
+    at_goal = _state(q, np.zeros(7), object_pos=np.array([0.61, 0.05, panda_push.CUBE_HALF_M]))
+    fell_off = _state(q, np.zeros(7), object_pos=np.array([0.6, 0.05, -0.3]))
+    assert reward.success(at_goal, goal) and not reward.success(fell_off, goal)
+    assert not reward.success(_state(q, np.zeros(7)), goal)  # nothing seen: not a success
+
+
+def test_push_terms_are_dropped_without_an_object_position():
+    task, spec = make_task("panda-push"), load_robot("panda")
+    reward = StateReward(task, spec)  # a robot with no perception source: object_pos is None
+    value = reward(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0]), np.zeros(7), np.zeros(7))
+    assert np.isfinite(value)
+    assert set(reward.dropped) == {"push_distance", "push_kernel", "push_success", "tool_to_object"}
+    assert reward.object_error(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0])) == np.inf
+    with pytest.raises(ValueError, match="has no tool-point target"):
+        reward.tip_error(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0]))

@@ -91,3 +91,46 @@ def test_reposition_sets_a_fallen_legged_robot_back_on_its_feet():
         assert robot._backend.robot.model.body_mass[payload_body(robot._backend.robot.model, spec)] > 3.0
     finally:
         robot.close()
+
+
+def test_scene_objects_keep_their_own_friction_scaled_by_the_object_shift():
+    from robot_rl.tasks import panda_push
+
+    spec = load_robot("panda")
+    shift = RealityShift(friction_scale=0.4, object_friction_scale=1.6)
+    robot = ShiftedSimRobot(spec, shift, scene=panda_push.push_scene(np.array([0.45, 0.0])))
+    robot.connect()
+    try:
+        model = robot._backend.robot.model
+        for name in (panda_push.CUBE, panda_push.TABLE.name):
+            assert model.geom_friction[model.geom(name).id, 0] == pytest.approx(1.6 * panda_push.CUBE_FRICTION)
+        hand_geoms = np.flatnonzero(model.geom_bodyid == payload_body(model, spec))
+        assert len(hand_geoms) and np.allclose(model.geom_friction[hand_geoms, 0], 0.4 * spec.sim_model.base_friction)
+    finally:
+        robot.close()
+    assert "object friction ×1.6" in shift.describe()
+
+
+def test_reset_scene_puts_the_cube_back_at_its_layout_at_rest():
+    from robot_rl.tasks import panda_push
+
+    spec = load_robot("panda")
+    robot = ShiftedSimRobot(spec, RealityShift(kp_scale=0.5), scene=panda_push.push_scene(np.array([0.45, 0.0])))
+    robot.connect()
+    try:
+        backend = robot._backend
+        joint = backend.robot.model.body(panda_push.CUBE).jntadr[0]
+        q, v = backend.robot.model.jnt_qposadr[joint], backend.robot.model.jnt_dofadr[joint]
+        backend.data.qpos[q : q + 3] = [0.7, -0.3, 0.4]  # knocked off somewhere, flying and spinning
+        backend.data.qvel[v : v + 6] = [1.0, 0.5, 0.0, 3.0, 0.0, 2.0]
+        layout = np.array([0.48, 0.07])
+        robot.reset_scene(panda_push.push_scene(layout))
+        np.testing.assert_allclose(robot.read().object_pos, [0.48, 0.07, panda_push.CUBE_HALF_M], atol=1e-9)
+        hold = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
+        for _ in range(25):  # half a second: it rests on the table where it was put
+            robot.write(hold)
+        np.testing.assert_allclose(robot.read().object_pos, [0.48, 0.07, panda_push.CUBE_HALF_M], atol=2e-3)
+        with pytest.raises(ValueError, match=r"built with objects \['cube'\]"):
+            robot.reset_scene(panda_push.SimScene(boxes=(panda_push.TABLE,)))
+    finally:
+        robot.close()
