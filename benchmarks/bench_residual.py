@@ -41,6 +41,7 @@ from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.finetune import eval_commands, evaluate, parse_shift, run_finetune
+from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
 from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
 from robot_rl.policy.onnx_policy import load_policy, read_contract
@@ -50,6 +51,11 @@ from robot_rl.tasks.registry import make_task
 # The performance every method is scored on: the task's own episode return (what the base was trained to
 # maximize). Shown next to it: a physical error of the task (reach: the tool point's error after the first second).
 METRIC = "return"
+# Fine-tuning runs (``--run-name``) and the comparison, in plot and table order: (results key, label, style).
+RUNS = {"residual": "residual from scratch (ours)",  # the learner's first transition is on the robot
+        "residual_sim": "residual started in sim (ours)"}  # from a run in the nominal sim, its data as prior
+METHODS = (*((key, label, style) for (key, label), style in zip(RUNS.items(), ("o-", "d-"), strict=True)),
+           ("ppo", "continued PPO (full policy)", "s-"))
 SECONDARY = {"reach": ("settled_tip_error_m", "tip error after the first second", 100.0, "cm"),
              "velocity_tracking": ("vel_error_m_s", "velocity tracking error ‖command − v_xy‖", 1.0, "m/s")}
 
@@ -297,8 +303,7 @@ def plot(results: dict, png: Path) -> None:
 
     key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, curve_key, style in (("residual (SAC, ours)", "residual", "o-"),
-                                   ("continued PPO (full policy)", "ppo", "s-")):
+    for curve_key, name, style in METHODS:
         curve = results.get(curve_key, [])
         if curve:
             x = [max(c["transitions"], 100) for c in curve]
@@ -328,7 +333,8 @@ def _fmt_transitions(n: int | None) -> str:
 def write_markdown(results: dict, png: Path, path: Path) -> None:
     key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
     nom, real = results["base_nominal"], results["base_real"]
-    res, ppo = results.get("residual", []), results.get("ppo", [])
+    ppo = results.get("ppo", [])
+    curves = [(label, results[key]) for key, label, _ in METHODS if results.get(key)]
 
     def at(curve: list[dict], budget: int) -> dict | None:
         """The first evaluation at or after ``budget`` transitions (episodes end past it by up to one episode)."""
@@ -347,7 +353,11 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         f"shifted robot, the same {results['eval_episodes']} seeded commands, each episode reset by the state "
         "machine's ramp to the default pose. Performance = the task's episode return (the objective the base was "
         "trained on); **gap recovered** = (R − R_base,real) / (R_base,sim − R_base,real). x = transitions collected "
-        "on the \"real\" robot (evaluation episodes not counted).",
+        "on the \"real\" robot (evaluation episodes not counted)." + (
+            " Two residual runs: *from scratch* starts on the robot with a zero residual and fresh critics; *started "
+            "in sim* first runs the same fine-tuning in the nominal sim (free: not counted), then starts on the robot "
+            "from those networks with the sim run's buffer as prior data (RLPD's symmetric sampling)."
+            if results.get("residual_sim") else ""),
         "",
         f"| | return | gap recovered | {label} ({unit}) |" + (" success (tip < 2 cm at the end) |" if reach else ""),
         "|---|---:|---:|---:|" + ("---:|" if reach else ""),
@@ -355,7 +365,7 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         f"| base on the \"real\" robot, no fine-tuning | {real['return']:.3f} | 0 (definition) | {k * real[key]:.2f} |"
         + success(real),
     ]
-    for name, curve in (("residual", res), ("continued PPO", ppo)):
+    for name, curve in curves:
         for tag, c in (("first evaluation ≥ 20k transitions", at(curve, 20_000)), ("last point", curve[-1] if curve
                                                                                   else None)):
             if c is not None:
@@ -363,7 +373,7 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
                              f"{k * c[key]:.2f} |" + success(c))
     lines += ["", "| method | gap recovered at 20k transitions | transitions to 50 % | transitions to 80 % |",
               "|---|---:|---:|---:|", "| no fine-tuning | 0 | never | never |"]
-    for name, curve in (("residual (ours)", res), ("continued PPO, full policy", ppo)):
+    for name, curve in curves:
         c20 = at(curve, 20_000)
         if c20 is not None:
             lines.append(f"| {name} | {c20['recovered']:.2f} (at {c20['transitions']:,}) | "
@@ -371,7 +381,7 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
                          f"{_fmt_transitions(first_reaching(curve, 0.8))} |")
     lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
               f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
-    for name, curve in (("residual", res), ("PPO", ppo)):
+    for name, curve in curves:
         for c in curve:
             lines.append(f"| {name} | {c['transitions']:,} | {c['return']:.3f} | {c['recovered']:.2f} | "
                          f"{k * c[key]:.2f} |")
@@ -385,15 +395,24 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         for c in ppo:
             lines.append(f"| {c['transitions']:,} | {c['vec_env_return']:.3f} | "
                          f"{recovered(c['vec_env_return'], v_nom, v_real):.2f} | {c['return']:.3f} |")
-    run = results.get("residual_run")
-    if run:
+    for key, label in RUNS.items():
+        run = results.get(f"{key}_run")
+        if not run:
+            continue
         learner, sync = run["learner"], run["sync"]
-        lines += ["", f"Residual run: α = {run['fraction']} × the action clip, SAC with {run['critic_norm']} critics, "
-                  f"UTD {run['utd']}, 3-step returns, the learner in its own process (the lockstep sim paces itself "
-                  f"to the UTD ratio); {int(learner['updates']):,} updates, {int(learner['lost'])} transitions lost in "
-                  f"the ring, {sync['syncs']} weight syncs (poll mean {1e6 * sync['sync_mean_s']:.0f} µs, max "
+        start = ""
+        if run.get("init_from"):
+            start = (f" Started from the networks of the same fine-tuning run for {run['init_transitions']:,} "
+                     "transitions in the nominal sim (`--phase prior`)" + (
+                         f", whose buffer is also sampled as prior data at {run['prior_fraction']:.0%} of every batch "
+                         "(RLPD)" if run.get("prior") else "") + "; the sim transitions are not counted.")
+        lines += ["", f"Run `{key}` ({label}): α = {run['fraction']} × the action clip, SAC with "
+                  f"{run['critic_norm']} critics, UTD {run['utd']}, 3-step returns{learner_extras(run)}, the learner "
+                  "in its own process (the lockstep sim paces itself to the UTD ratio); "
+                  f"{int(learner['updates']):,} updates, {int(learner['lost'])} transitions lost in the ring, "
+                  f"{sync['syncs']} weight syncs (poll mean {1e6 * sync['sync_mean_s']:.0f} µs, max "
                   f"{1e6 * sync['sync_max_s']:.0f} µs); wall time {run['wall_s'] / 60:.1f} min on 2 cores shared with "
-                  "other jobs. The exported base + residual is one ONNX file with the base's contract."]
+                  "other jobs. The exported base + residual is one ONNX file with the base's contract." + start]
     timing = results.get("timing")
     if timing:
         r, b, a, m = (timing["runtime_step_us"], timing["base_only_step_us"], timing["after_kill_step_us"],
@@ -425,9 +444,47 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def add_sac_args(p: argparse.ArgumentParser) -> None:
+    """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
+    p.add_argument("--utd", type=float, default=2.0)
+    p.add_argument("--fraction", type=float, default=0.1)
+    p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
+    p.add_argument("--lr", type=float, default=SACCfg.actor_lr, help="actor, critic and temperature learning rate")
+    p.add_argument("--gamma", type=float, default=SACCfg.gamma)
+    p.add_argument("--actor-warmup", type=int, default=SACCfg.actor_warmup_updates,
+                   help="critic-only updates before the residual first moves")
+    p.add_argument("--residual-penalty", type=float, default=SACCfg.residual_penalty,
+                   help="× mean squared unit residual in the actor's loss")
+
+
 def sac_cfg(args: argparse.Namespace) -> SACCfg:
     return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
-                  alpha_lr=args.lr, gamma=args.gamma)
+                  alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
+                  residual_penalty=args.residual_penalty)
+
+
+def learner_extras(run: dict) -> str:
+    """The non-default learner settings of a recorded run, as a phrase for the results text."""
+    out = ""
+    if run.get("actor_warmup"):
+        out += f", {run['actor_warmup']:,} critic-only updates before the residual moves"
+    if run.get("residual_penalty"):
+        out += f", residual penalty {run['residual_penalty']:g} × mean squared unit residual in the actor loss"
+    if run.get("lr", SACCfg.actor_lr) != SACCfg.actor_lr:
+        out += f", learning rates {run['lr']:g}"
+    if run.get("gamma", SACCfg.gamma) != SACCfg.gamma:
+        out += f", γ {run['gamma']:g}"
+    if run.get("command_every_s"):
+        out += f", a new command every {run['command_every_s']:g} s in training episodes"
+    if run.get("seed"):
+        out += f", seed {run['seed']}"
+    return out
+
+
+def sac_settings(args: argparse.Namespace) -> dict:
+    """What a run's results record of its learner settings."""
+    return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
+            "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -440,16 +497,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transitions", type=int, default=20_000)
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--eval-episodes", type=int, default=16)
-    p.add_argument("--utd", type=float, default=2.0)
-    p.add_argument("--fraction", type=float, default=0.1)
-    p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
-    p.add_argument("--lr", type=float, default=SACCfg.actor_lr, help="actor, critic and temperature learning rate")
-    p.add_argument("--gamma", type=float, default=SACCfg.gamma)
+    add_sac_args(p)
     p.add_argument("--ppo-points", type=int, nargs="*",
                    default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
     p.add_argument("--ppo-budget-s", type=float, default=1500.0)
     p.add_argument("--phase", default="all",
-                   choices=("all", "base", "residual", "residual-more", "ppo", "timing", "report"))
+                   choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "report"))
+    p.add_argument("--prior-transitions", type=int, default=20_000,
+                   help="phase prior: transitions of base + exploring residual collected in the NOMINAL sim")
+    p.add_argument("--prior", type=Path, help="phase residual: an .npz of prior transitions (RLPD-style mixing); "
+                   "'sim' = the buffer phase prior wrote to OUT_DIR/prior_sim")
+    p.add_argument("--prior-fraction", type=float, default=ReplayCfg.prior_fraction)
+    p.add_argument("--init-from", type=Path, help="phase residual: start the residual and critics from this run's "
+                   "checkpoint; 'sim' = the run phase prior made in the nominal sim")
+    p.add_argument("--run-name", default="residual", choices=tuple(RUNS))
+    p.add_argument("--seed", type=int, default=0, help="phase residual: the learner's and the episodes' seed")
+    p.add_argument("--command-every-s", type=float, help="training episodes change command this often")
     p.add_argument("--timing-seconds", type=float, default=20.0)
     p.add_argument("--out-dir", type=Path, default=Path("runs/bench_residual"))
     p.add_argument("--markdown-out", type=Path)
@@ -482,31 +545,54 @@ def main(argv: list[str] | None = None) -> int:
         save()
     nominal, real = results["base_nominal"][METRIC], results["base_real"][METRIC]
 
+    if args.phase == "prior":  # sim prior data: the same fine-tuning, in the nominal sim (not counted as "real")
+        started = time.monotonic()
+        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.prior_transitions,
+                              residual=ResidualCfg(fraction=args.fraction), sac=sac_cfg(args), replay=ReplayCfg(),
+                              shift=None, run_dir=args.out_dir / "prior_sim", eval_every=0,
+                              eval_episodes=args.eval_episodes, export=False, seed=7)
+        results["prior_run"] = {"transitions": report.transitions, "wall_s": time.monotonic() - started,
+                                "buffer": str(args.out_dir / "prior_sim" / "buffer.npz"), "learner": report.learner}
+        save()
+
+    prior = None
+    if args.prior is not None:
+        prior = str(args.out_dir / "prior_sim" / "buffer.npz") if str(args.prior) == "sim" else str(args.prior)
+    replay = ReplayCfg(prior_path=prior, prior_fraction=args.prior_fraction)
+    init_from = None
+    if args.init_from is not None:
+        init_from = str(args.out_dir / "prior_sim") if str(args.init_from) == "sim" else str(args.init_from)
+
     if args.phase in ("all", "residual"):
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=sac_cfg(args), replay=ReplayCfg(),
-                              shift=shift, run_dir=args.out_dir / "residual", eval_every=args.eval_every,
+                              sac=sac_cfg(args), replay=replay,
+                              shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
+                              seed=args.seed, command_every_s=args.command_every_s, eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes)
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
-        results["residual"] = curve
-        results["residual_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
-                                   "sync": report.sync, "episodes": report.episodes, "utd": args.utd,
-                                   "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
-                                   "gamma": args.gamma, "exported": str(report.exported)}
+        results[args.run_name] = curve
+        results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
+                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
+                                   "seed": args.seed, "command_every_s": args.command_every_s,
+                                   "exported": str(report.exported), "prior": prior,
+                                   "prior_fraction": args.prior_fraction if prior else None,
+                                   "init_from": init_from,
+                                   "init_transitions": read_checkpoint(init_from)["received"] if init_from else None}
         save()
 
     if args.phase == "residual-more":  # continue the residual run (resume: its learner state and buffer)
-        done = results["residual"][-1]["transitions"]
+        done = results[args.run_name][-1]["transitions"]
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=sac_cfg(args), replay=ReplayCfg(),
-                              shift=shift, run_dir=args.out_dir / f"residual_from_{done}", eval_every=args.eval_every,
-                              eval_episodes=args.eval_episodes, resume=str(args.out_dir / "residual"), seed=1)
-        results["residual"] += [{**e, "transitions": done + e["transitions"],
+                              sac=sac_cfg(args), replay=replay,
+                              shift=shift, run_dir=args.out_dir / f"{args.run_name}_from_{done}",
+                              eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                              resume=str(args.out_dir / args.run_name), seed=args.seed + 1)
+        results[args.run_name] += [{**e, "transitions": done + e["transitions"],
                                  "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations[1:]]
-        results["residual_run"]["continued"] = {"from": done, "learner": report.learner, "sync": report.sync}
+        results[f"{args.run_name}_run"]["continued"] = {"from": done, "learner": report.learner, "sync": report.sync}
         save()
 
     if args.phase in ("all", "ppo"):
@@ -523,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
 
     png = args.png or args.out_dir / "residual.png"
     plot(results, png)
-    for key in ("residual", "ppo"):
+    for key, _, _ in METHODS:
         if results.get(key):
             print(f"{key}: first ≥ 80 % at {first_reaching(results[key], 0.8)} transitions; best "
                   f"{max(c['recovered'] for c in results[key]):.2f}")

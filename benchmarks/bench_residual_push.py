@@ -41,10 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
+# This folder (run as benchmarks/bench_residual_push.py): the learner's settings, shared with the A1 benchmark.
+from bench_residual import add_sac_args, learner_extras, sac_cfg, sac_settings
+
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.finetune import evaluate, parse_shift, run_finetune
 from robot_rl.learn.residual.rewards import StateReward
@@ -58,8 +61,9 @@ TASK = "panda-push"
 # Fine-tuning runs this benchmark knows (``--run-name``), in plot and table order.
 RUN_LABELS = {"residual": "residual, α = 0.1 × clip (SAC, ours)",
               "residual_small": "residual, α = 0.03 × clip (SAC)",
-              "residual_full": "full-authority residual, α = 1.0 × clip (SAC; base frozen, not its weights)"}
-STYLES = ("o-", "^-", "s-")
+              "residual_full": "full-authority residual, α = 1.0 × clip (SAC; base frozen, not its weights)",
+              "residual_penalized": "residual, α = 0.1 × clip, critic warm-up and residual penalty (SAC)"}
+STYLES = ("o-", "^-", "s-", "d-")
 SECTION_START, SECTION_END = "<!-- residual-push:start -->", "<!-- residual-push:end -->"
 
 
@@ -169,9 +173,10 @@ def section(results: dict, png: Path) -> str:
             continue
         learner, sync = run["learner"], run["sync"]
         lines += ["", f"Run `{name}`: α = {run['fraction']} × the action clip, SAC with {run['critic_norm']} critics, "
-                  f"UTD {run['utd']}, 3-step returns, the learner in its own process (the lockstep sim paces itself "
-                  f"to the UTD ratio, waiting up to {run.get('learner_timeout_s', 2.0):g} s for a learner slowed"
-                  f" by other jobs); {run['episodes']} training episodes, {int(learner['updates']):,} updates, "
+                  f"UTD {run['utd']}, 3-step returns{learner_extras(run)}, the learner in its own process (the "
+                  f"lockstep sim paces itself to the UTD ratio, waiting up to {run.get('learner_timeout_s', 2.0):g} s "
+                  f"for a learner slowed by other jobs); {run['episodes']} training episodes, "
+                  f"{int(learner['updates']):,} updates, "
                   f"{int(learner['lost'])} transitions lost in the ring, {sync['syncs']} weight syncs; wall time "
                   f"{run['wall_s'] / 60:.1f} min on 2 cores shared with other jobs. Reward (panda-push `REWARDS`, "
                   "used by fine-tuning only): cube → goal distance −5/m·s, exp kernel (σ 5 cm) 1/s, inside the "
@@ -221,9 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transitions", type=int, default=20_000)
     p.add_argument("--eval-every", type=int, default=4000)
     p.add_argument("--eval-episodes", type=int, default=40)
-    p.add_argument("--utd", type=float, default=2.0)
-    p.add_argument("--fraction", type=float, default=0.1)
-    p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
+    add_sac_args(p)
     p.add_argument("--learner-timeout-s", type=float, default=2.0,
                    help="the actor's learner heartbeat timeout (lockstep: also how long the sim waits for a slow "
                         "learner); raise it on a machine shared with other jobs")
@@ -281,14 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction, learner_timeout_s=args.learner_timeout_s),
-                              sac=SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm), replay=ReplayCfg(),
+                              sac=sac_cfg(args), replay=ReplayCfg(),
                               shift=shift, run_dir=args.out_dir / args.run_name, eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes, seed=args.seed)
         results[args.run_name] = [{**e, "recovered": recovered(e["success"], nominal, real)}
                                   for e in report.evaluations]
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
-                                   "sync": report.sync, "episodes": report.episodes, "utd": args.utd,
-                                   "fraction": args.fraction, "critic_norm": args.critic_norm,
+                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
                                    "learner_timeout_s": args.learner_timeout_s,
                                    "exported": str(report.exported), "ended_by": report.ended_by}
         save()

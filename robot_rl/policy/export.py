@@ -147,7 +147,6 @@ def _quiet_exporter():
 
 def _to_onnx_bytes(module, contract: PolicyContract) -> bytes:
     torch = _torch()
-    import onnx
 
     with _quiet_exporter():
         try:
@@ -165,6 +164,16 @@ def _to_onnx_bytes(module, contract: PolicyContract) -> bytes:
         except Exception as exc:
             raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     model = program.model_proto
+    task = contract.provenance.task or "unknown task"
+    stamp_contract(model, contract, f"robot_rl policy for {contract.robot} ({task})")
+    return model.SerializeToString(deterministic=True)
+
+
+def stamp_contract(model, contract: PolicyContract, doc: str) -> None:
+    """Write the contract and the graph's digest into ``model``'s metadata (replacing any there), set its doc
+    string, and run the ONNX checker. The digest covers the graph as it is now: stamp after the last edit."""
+    import onnx
+
     ours = {
         METADATA_KEY: contract.to_json(),
         GRAPH_DIGEST_KEY: graph_digest(model.graph.SerializeToString(deterministic=True)),
@@ -175,12 +184,11 @@ def _to_onnx_bytes(module, contract: PolicyContract) -> bytes:
     for key, value in ours.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-    model.doc_string = f"robot_rl policy for {contract.robot} ({contract.provenance.task or 'unknown task'})"
+    model.doc_string = doc
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:
-        raise ExportError(f"exported model fails the ONNX checker: {str(exc).splitlines()[0]}") from None
-    return model.SerializeToString(deterministic=True)
+        raise ExportError(f"the model fails the ONNX checker: {str(exc).splitlines()[0]}") from None
 
 
 def _verify(module, path: Path, contract: PolicyContract, seed: int) -> float:

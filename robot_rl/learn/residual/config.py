@@ -54,6 +54,12 @@ class SACCfg:
     utd_ratio: float = 2.0  # gradient updates per transition received
     actor_delay: int = 1  # actor (and temperature) update every this many critic updates
     warmup_transitions: int = 500  # updates start once the buffer holds this many online transitions
+    # Critic-only updates before the actor (and temperature) first move: the residual stays at its start until
+    # the critics have fit the data, so its first steps follow a fitted Q instead of a random one's gradient.
+    actor_warmup_updates: int = 0
+    # × the mean squared unit residual, added to the actor's loss: pulls the residual back to 0 (the base) where
+    # the critics' gradient is flat, e.g. after a missed contact, instead of letting it drift to the bound.
+    residual_penalty: float = 0.0
     init_log_std: float = -1.0  # pre-tanh exploration noise at the start (σ ≈ 0.37)
     batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
 
@@ -64,6 +70,9 @@ class SACCfg:
             raise ValueError(f"num_critics must be ≥ 2 (clipped double Q), got {self.num_critics}")
         if self.utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {self.utd_ratio}")
+        if self.actor_warmup_updates < 0 or self.residual_penalty < 0:
+            raise ValueError(f"actor_warmup_updates and residual_penalty must be ≥ 0, got {self.actor_warmup_updates} "
+                             f"and {self.residual_penalty}")
         if not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
 
@@ -93,7 +102,8 @@ class LearnerCfg:
     replay: ReplayCfg = field(default_factory=ReplayCfg)
     run_dir: str | None = None  # checkpoints and the buffer go here
     checkpoint_every_updates: int = 5000
-    resume_from: str | None = None  # a checkpoint.pt written by a previous learner
+    resume_from: str | None = None  # a checkpoint.pt written by a previous learner: continue it (buffer, counts)
+    init_from: str | None = None  # a checkpoint.pt whose networks start this run (e.g. a run in sim); nothing else
     seed: int = 0
     torch_threads: int = 1
     publish_every_updates: int = 20  # learner → actor weight publication period, in updates

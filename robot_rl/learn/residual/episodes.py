@@ -53,6 +53,13 @@ class EpisodeCfg:
     # Legged: after the episode, the policy stands still (zero command) this long before the stop, so the robot
     # is at rest when it is damped and ramped up again (not recorded, not learned from).
     stand_s: float = 1.0
+    # A command schedule (run_episode given several commands): each is held this long, then the next one takes
+    # over mid-episode, as an operator's joystick (and the task's training, ``command_resample_s``) would.
+    command_every_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.command_every_s is not None and self.command_every_s <= 0:
+            raise ValueError(f"command_every_s must be positive, got {self.command_every_s}")
 
 
 @dataclass
@@ -160,9 +167,14 @@ class EpisodeLoop:
     def run_episode(self, command: np.ndarray, *, explore: bool, learn: bool, scene: SimScene | None = None
                     ) -> EpisodeResult:
         """Reset, then run the policy until the episode ends. ``learn``: write transitions to the learner.
+        ``command``: one command, or a schedule of shape (k, command_dim), each held ``cfg.command_every_s``.
         ``scene``: the episode's layout (push tasks; required there), set on the robot after the ramp."""
         cfg, policy = self.cfg, self.policy
-        command = np.asarray(command, dtype=np.float64)
+        schedule = np.atleast_2d(np.asarray(command, dtype=np.float64))
+        if len(schedule) > 1 and cfg.command_every_s is None:
+            raise ValueError(f"a schedule of {len(schedule)} commands needs EpisodeCfg.command_every_s")
+        every = max(1, round((cfg.command_every_s or cfg.length_s) / self.period))
+        command = schedule[0]
         pushing = self.reward.task.objective == "push"
         if pushing and scene is None:
             raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
@@ -230,6 +242,11 @@ class EpisodeLoop:
             if ended_by is not None:
                 res.ended_by = ended_by
                 break
+            if res.ticks % every == 0 and res.ticks // every < len(schedule):
+                # The next tick's observation carries the new command. The one transition that straddles the
+                # change is rewarded under the new command, as in the training env (resampled after a step).
+                command = schedule[res.ticks // every]
+                self.runtime.set_command(command)
             have_prev = True
             np.copyto(self._prev_state, policy.state)
             np.copyto(self._prev_unit, policy.unit_residual)

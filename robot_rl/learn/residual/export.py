@@ -32,9 +32,9 @@ import numpy as np
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ResidualCfg
 from robot_rl.learn.residual.networks import unflatten
-from robot_rl.policy.contract import GRAPH_DIGEST_KEY, METADATA_KEY, PolicyContract
-from robot_rl.policy.export import ExportError
-from robot_rl.policy.onnx_policy import PolicyLoadError, graph_digest, load_policy, read_contract
+from robot_rl.policy.contract import GRAPH_DIGEST_KEY, PolicyContract
+from robot_rl.policy.export import ExportError, stamp_contract
+from robot_rl.policy.onnx_policy import PolicyLoadError, load_policy, read_contract
 
 VERIFY_ATOL = 1e-5
 _PREFIX = "residual/"
@@ -106,19 +106,8 @@ def export_residual(base_path: str | Path, flat: np.ndarray, cfg: ResidualCfg, p
     }
     written: PolicyContract = dataclasses.replace(
         contract, provenance=dataclasses.replace(contract.provenance, notes=base_notes))
-    digest = graph_digest(graph.SerializeToString(deterministic=True))
-    ours = {METADATA_KEY: written.to_json(), GRAPH_DIGEST_KEY: digest}
-    for i in reversed(range(len(model.metadata_props))):
-        if model.metadata_props[i].key in ours:
-            del model.metadata_props[i]
-    for key, value in ours.items():
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, value
-    model.doc_string = f"robot_rl residual policy: {base_path.name} + bounded residual (α = {policy.alpha:g})"
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except Exception as exc:
-        raise ExportError(f"composed model fails the ONNX checker: {str(exc).splitlines()[0]}") from None
+    stamp_contract(model, written, f"robot_rl residual policy: {base_path.name} + bounded residual "
+                                   f"(α = {policy.alpha:g})")
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".onnx.tmp", dir=path.parent)

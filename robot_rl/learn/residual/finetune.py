@@ -15,6 +15,14 @@ real time). It writes to ``--run-dir``: ``progress.jsonl`` (one line per episode
 the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also
 valid ``--prior`` data for another run), and ``policy_residual.onnx``: base + residual as one policy with the
 base's contract (:mod:`robot_rl.learn.residual.export`).
+
+Sim first, then the robot: run the same command on ``--interface sim`` (free transitions), then on the robot
+with ``--init-from`` that run (its residual and critics start the robot run) and ``--prior`` its
+``buffer.npz`` (sampled at ``--prior-fraction`` of every batch, as RLPD does with prior data).
+
+``--command-every-s``: training episodes change command this often (a joystick's schedule; the A1's training
+resamples every 10 s); by default, and always in evaluations, one command per episode. On the A1 sim-as-real
+benchmark a 10 s schedule did not help (benchmarks/RESULTS_residual.md).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,9 +139,10 @@ def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id
 def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *, transitions: int = 20_000,
                  residual: ResidualCfg | None = None, sac: SACCfg | None = None, replay: ReplayCfg | None = None,
                  shift: RealityShift | None = None, run_dir: str | Path | None = None, resume: str | None = None,
-                 eval_every: int = 2500, eval_episodes: int = 8, realtime: bool | None = None,
-                 teleop: str | None = None, episode_length_s: float | None = None, seed: int = 0,
-                 domain_id: int | None = None, network_interface: str | None = None, export: bool = True,
+                 init_from: str | None = None, eval_every: int = 2500, eval_episodes: int = 8,
+                 command_every_s: float | None = None, realtime: bool | None = None, teleop: str | None = None,
+                 episode_length_s: float | None = None, seed: int = 0, domain_id: int | None = None,
+                 network_interface: str | None = None, export: bool = True,
                  fifo_priority: int | None = None, log: bool = True) -> FinetuneReport:
     """Fine-tune; returns what happened (the command prints it). See the module docstring."""
     residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
@@ -166,8 +176,12 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             ReplayBuffer.load(replay.prior_path, gamma=sac.gamma, n_step=replay.n_step)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError("--prior", replay.prior_path, str(exc)) from None
-    if resume is not None and not (Path(resume).is_file() or (Path(resume) / "checkpoint.pt").is_file()):
-        raise ConfigError("--resume", resume, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")
+    for flag, where in (("--resume", resume), ("--init-from", init_from)):
+        if where is not None and not (Path(where).is_file() or (Path(where) / "checkpoint.pt").is_file()):
+            raise ConfigError(flag, where, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")
+    if resume is not None and init_from is not None:
+        raise ConfigError("--init-from", init_from, "give --resume (continue a run) or --init-from (start from its "
+                          "networks), not both")
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     run_dir = Path(run_dir) if run_dir is not None else Path("runs") / "residual" / task.name / stamp
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +190,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
     learner_cfg = LearnerCfg(state_dim=obs_dim + j, action_dim=j, residual=residual, sac=sac, replay=replay,
-                             run_dir=str(run_dir), resume_from=resume, seed=seed)
+                             run_dir=str(run_dir), resume_from=resume,
+                             init_from=init_from, seed=seed)
     (run_dir / "config.json").write_text(json.dumps({
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
@@ -189,7 +204,10 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     reward = StateReward(task, spec)
     device = _intervention(teleop, spec, task)
     rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
-    episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0)
+    if command_every_s is not None and task.objective == "push":
+        raise ConfigError("--command-every-s", str(command_every_s), f"task {task.name!r} has one goal per layout")
+    episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0,
+                         command_every_s=command_every_s)
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
                        intervention=device)
     report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
@@ -225,7 +243,11 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                     record("eval", evaluate(loop, evaluation_set))
                     next_eval += eval_every
                 setup = sample_setups(task, rng, 1)[0]  # push: a layout from the task's sampler, on rng's stream
-                result = loop.run_episode(setup.command, explore=True, learn=True, scene=setup.scene)
+                command = setup.command
+                if command_every_s is not None:  # and the commands that follow it, mid-episode
+                    more = math.ceil(episode.length_s / command_every_s) - 1
+                    command = np.vstack([command, *(s.command for s in sample_setups(task, rng, more))])
+                result = loop.run_episode(command, explore=True, learn=True, scene=setup.scene)
                 report.transitions += result.transitions
                 report.episodes += 1
                 report.ended_by[result.ended_by] = report.ended_by.get(result.ended_by, 0) + 1
@@ -294,7 +316,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              fraction: float = 0.1, utd: float = 2.0, n_step: int = 3,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", prior: str | None = None,
              prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
-             resume: str | None = None, eval_every: int = 2500, eval_episodes: int = 8, teleop: str | None = None,
+             resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
+             eval_episodes: int = 8, command_every_s: float | None = None, teleop: str | None = None,
              realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
              domain_id: int | None = None, network_interface: str | None = None) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
@@ -313,8 +336,11 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         shift: sim only: the "real" robot's difference from the training sim, e.g. kp=0.5,payload=2.5,latency=2.
         run_dir: output directory (default runs/residual/TASK/TIMESTAMP).
         resume: a previous run directory (or its checkpoint.pt) to continue from.
+        init_from: a previous run (e.g. the same fine-tuning in sim) whose residual and critics start this run;
+            its buffer and counts are not carried (give it as --prior for that).
         eval_every: transitions between deterministic evaluations.
         eval_episodes: episodes per evaluation (fixed, seeded commands).
+        command_every_s: training episodes change command this often (default: one command per episode).
         teleop: arm interventions from a device: keyboard, gamepad[:PATH], spacemouse[:PATH].
         realtime: real-time loop (default: on for hardware, off for sim).
         fifo_priority: real time: run the loop under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).
@@ -326,8 +352,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         policy, robot, interface, transitions=transitions, residual=ResidualCfg(fraction=fraction),
         sac=SACCfg(utd_ratio=utd, critic_norm=critic_norm),
         replay=ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction), shift=parse_shift(shift),
-        run_dir=run_dir, resume=resume, eval_every=eval_every, eval_episodes=eval_episodes, realtime=realtime,
-        teleop=teleop, seed=seed, domain_id=domain_id, network_interface=network_interface, fifo_priority=fifo_priority)
+        run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
+        command_every_s=command_every_s, realtime=realtime, teleop=teleop, seed=seed, domain_id=domain_id,
+        network_interface=network_interface, fifo_priority=fifo_priority)
     print(f"fine-tuned on {report.transitions} transitions ({report.episodes} episodes) → {report.run_dir}")
     if report.evaluations:
         first, last = report.evaluations[0], report.evaluations[-1]

@@ -68,6 +68,9 @@ def _run(cfg: LearnerCfg, ring: TransitionRing, board: WeightBoard, status: Lear
     if cfg.resume_from is not None:
         received = _resume(cfg, sac, online)
         status.cells[LearnerStatus.RECEIVED], status.cells[LearnerStatus.UPDATES] = received, sac.updates
+    elif cfg.init_from is not None:
+        data = _checked_checkpoint(cfg, cfg.init_from)
+        sac.load_weights(data["sac"], str(cfg.init_from))
     sampler = MixedSampler(online, prior, rep.prior_fraction)
     board.publish(sac.actor.flat_params())
     status.cells[LearnerStatus.STATE] = LearnerStatus.RUNNING
@@ -145,12 +148,17 @@ def read_checkpoint(path: str | Path) -> dict:
     return data
 
 
-def _resume(cfg: LearnerCfg, sac, online: ReplayBuffer) -> int:
-    data = read_checkpoint(cfg.resume_from)
+def _checked_checkpoint(cfg: LearnerCfg, path: str) -> dict:
+    data = read_checkpoint(path)
     dims = (data["state_dim"], data["action_dim"], tuple(data["actor_hidden"]))
     if dims != (cfg.state_dim, cfg.action_dim, cfg.residual.hidden):
-        raise ValueError(f"checkpoint {cfg.resume_from}: residual (state, action, hidden) {dims} differs from this "
+        raise ValueError(f"checkpoint {path}: residual (state, action, hidden) {dims} differs from this "
                          f"run's {(cfg.state_dim, cfg.action_dim, cfg.residual.hidden)}")
+    return data
+
+
+def _resume(cfg: LearnerCfg, sac, online: ReplayBuffer) -> int:
+    data = _checked_checkpoint(cfg, cfg.resume_from)
     sac.load_state_dict(data["sac"], str(cfg.resume_from))
     buffer = Path(cfg.resume_from)
     buffer = (buffer if buffer.is_dir() else buffer.parent) / BUFFER

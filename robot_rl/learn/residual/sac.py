@@ -74,13 +74,15 @@ class SAC:
         self.updates += 1
         info = {"critic_loss": float(critic_loss.item()), "q_mean": float(q.mean().item())}
 
-        if self.updates % self.cfg.actor_delay == 0:
+        if self.updates % self.cfg.actor_delay == 0 and self.updates > self.cfg.actor_warmup_updates:
             if self.crossq:
                 self.critics.eval()  # the actor's batches must not move the running statistics
             self.critics.requires_grad_(False)
             action, logp = self.actor.sample(s)
             q_pi = self.critics(s, action).min(dim=0).values
             actor_loss = (alpha * logp - q_pi).mean()
+            if self.cfg.residual_penalty:
+                actor_loss = actor_loss + self.cfg.residual_penalty * action.pow(2).sum(-1).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.backward()
             self.actor_opt.step()
@@ -108,19 +110,24 @@ class SAC:
             "updates": self.updates, "critic_norm": self.cfg.critic_norm,
         }
 
-    def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
+    def load_weights(self, state: dict, source: str = "checkpoint") -> None:
+        """The networks and the temperature of ``state`` (a :meth:`state_dict`), not the optimizers or counts:
+        a warm start (e.g. from a run in sim) that then learns as a fresh run would."""
         if state.get("critic_norm") != self.cfg.critic_norm:
             raise ValueError(f"{source}: critics use {state.get('critic_norm')!r} normalization, this run "
                              f"{self.cfg.critic_norm!r}")
         try:
             self.actor.load_state_dict(state["actor"])
             self.critics.load_state_dict(state["critics"])
-            if self.target is not None and state["target"] is not None:
-                self.target.load_state_dict(state["target"])
+            if self.target is not None:  # a CrossQ checkpoint has none: its critics are the targets' start
+                self.target.load_state_dict(state["target"] if state["target"] is not None else state["critics"])
         except RuntimeError as exc:
             raise ValueError(f"{source}: network shapes differ from this run's ({str(exc).splitlines()[0]})") from None
         with self.torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
+
+    def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
+        self.load_weights(state, source)
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.alpha_opt.load_state_dict(state["alpha_opt"])

@@ -71,6 +71,30 @@ def test_episodes_reset_through_the_state_machine_and_write_one_transition_per_t
     assert second.final_tip_error_m is not None and second.tail_tip_error_m is not None
 
 
+def test_a_command_schedule_changes_the_command_mid_episode(setup):
+    """A training episode follows a schedule (the task's command_resample_s): each command held its time."""
+    s = setup
+    loop = EpisodeLoop(s.runtime, s.robot, s.policy, StateReward(s.task, s.spec),
+                       EpisodeCfg(length_s=LENGTH_S, command_every_s=0.2), realtime=False, write=s.ring.write)
+    seen: list[tuple[int, tuple[float, ...]]] = []
+    set_command = s.runtime.set_command
+
+    def spy(command):
+        seen.append((s.policy.ticks, tuple(np.round(command, 3))))
+        set_command(command)
+
+    s.runtime.set_command = spy
+    schedule = np.array([[0.5, 0.0, 0.4], [0.4, 0.2, 0.5], [0.45, -0.2, 0.45]])
+    start = s.policy.ticks
+    result = loop.run_episode(schedule, explore=True, learn=True)
+    assert result.ended_by == "time_limit" and result.ticks == TICKS
+    # Set at the reset, then after episode ticks 10 and 20 (the policy also ran once on the tick ending the ramp).
+    assert [(t - start, c) for t, c in seen] == [(0, (0.5, 0.0, 0.4)), (1 + 10, (0.4, 0.2, 0.5)),
+                                                 (1 + 20, (0.45, -0.2, 0.45))]
+    with pytest.raises(ValueError, match="needs EpisodeCfg.command_every_s"):
+        _loop(setup).run_episode(schedule, explore=True, learn=False)
+
+
 def test_a_safety_stop_ends_the_episode_cleanly_and_the_next_one_rearms(setup):
     s = setup
     bad = ScriptedIntervention(lambda state, cmd, k: HumanInput(action=np.full(7, np.nan)) if k == 10 else HumanInput())

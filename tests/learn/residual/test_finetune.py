@@ -36,6 +36,12 @@ def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
                      run_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"no checkpoint\.pt there"):
         run_finetune(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), run_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"--init-from.*no checkpoint\.pt there"):
+        run_finetune(panda_base, "panda", "sim", transitions=10, init_from=str(tmp_path), run_dir=tmp_path)
+    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="not both"):
+        run_finetune(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), init_from=str(tmp_path),
+                     run_dir=tmp_path)
     with pytest.raises(ConfigError, match="in-process sim only"):
         run_finetune(panda_base, "panda", "unitree-dds", transitions=10, shift=RealityShift(kp_scale=0.5),
                      run_dir=tmp_path, export=False)

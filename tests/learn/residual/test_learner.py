@@ -87,6 +87,40 @@ def test_learner_trains_publishes_checkpoints_and_resumes(tmp_path):
         resumed.close()
 
 
+def test_a_warm_start_takes_the_networks_but_not_the_buffer_or_the_counts(tmp_path):
+    """--init-from (e.g. a run in sim before the robot): the new run starts from that residual and those critics,
+    counts its own transitions from zero and replays only its own data."""
+    source = LearnerProcess(LearnerCfg(state_dim=8, action_dim=2, run_dir=str(tmp_path), **SMALL))
+    try:
+        source.start()
+        assert source.wait_ready()
+        _feed(source, 120, np.random.default_rng(0))
+        _wait_updates(source, 100)
+        assert source.stop() == 0
+    finally:
+        source.close()
+    saved = read_checkpoint(tmp_path)
+
+    (tmp_path / "warm").mkdir()
+    warm = LearnerProcess(LearnerCfg(state_dim=8, action_dim=2, run_dir=str(tmp_path / "warm"),
+                                     init_from=str(tmp_path), **SMALL))
+    try:
+        warm.start()
+        assert warm.wait_ready()
+        got = np.zeros(warm.board.size, np.float32)
+        warm.board.poll(0, got)
+        np.testing.assert_array_equal(got, saved["actor_flat"])  # the saved residual drives from the first tick
+        summary = warm.status.summary()
+        assert summary["received"] == 0 and summary["updates"] == 0 and summary["online_transitions"] == 0
+        _feed(warm, 30, np.random.default_rng(1))
+        _wait_updates(warm, 20)  # utd 1 × (30 − 10 warmup): a fresh run's schedule
+        assert warm.stop() == 0
+    finally:
+        warm.close()
+    resumed = read_checkpoint(tmp_path / "warm")
+    assert resumed["received"] == 30 and resumed["sac"]["updates"] < saved["sac"]["updates"]
+
+
 def test_a_broken_checkpoint_is_reported_by_the_learner(tmp_path):
     (tmp_path / CHECKPOINT).write_bytes(b"garbage")
     learner = LearnerProcess(LearnerCfg(state_dim=8, action_dim=2, run_dir=str(tmp_path), resume_from=str(tmp_path),

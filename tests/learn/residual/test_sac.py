@@ -38,3 +38,48 @@ def test_sac_learns_the_best_residual_of_a_contextual_bandit(norm):
                 actor_hidden=(32, 32))
     with pytest.raises(ValueError, match="normalization"):
         wrong.load_state_dict(state, "ckpt")
+
+
+def _flat_reward_batch(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    """Reward 0 whatever the action: the critics' gradient is flat (a missed contact, say)."""
+    s = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+    return {"state": s, "action": rng.uniform(-1, 1, (n, 1)).astype(np.float32), "reward": np.zeros(n, np.float32),
+            "next_state": s, "discount": np.zeros(n, np.float32)}
+
+
+def test_the_actor_waits_for_the_critics_warm_up():
+    cfg = SACCfg(critic_hidden=(16,), batch_size=16, actor_warmup_updates=20, reward_scale=1.0)
+    sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
+    start, alpha = sac.actor.flat_params(), sac.alpha
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        info = sac.update(_flat_reward_batch(rng, 16))
+        assert "actor_loss" not in info
+    np.testing.assert_array_equal(sac.actor.flat_params(), start)  # critics moved, the residual did not
+    assert sac.alpha == alpha
+    info = sac.update(_flat_reward_batch(rng, 16))
+    assert "actor_loss" in info and not np.array_equal(sac.actor.flat_params(), start)
+
+
+@pytest.mark.parametrize("penalty", [0.0, 1.0])
+def test_the_residual_penalty_pulls_a_saturated_residual_back_where_q_is_flat(penalty):
+    """A residual that starts near its bound (tanh 1.5 ≈ 0.9) on a task whose reward ignores it: the penalty
+    brings it back towards 0 (the base alone); without it nothing does."""
+    import torch
+
+    torch.set_num_threads(1)
+    cfg = SACCfg(critic_hidden=(16,), batch_size=64, residual_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
+                 actor_lr=1e-3, reward_scale=1.0, init_log_std=-3.0)
+    sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
+    with torch.no_grad():
+        sac.actor.mean.bias.fill_(1.5)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        sac.update(_flat_reward_batch(rng, 64))
+    with torch.no_grad():
+        mean, _ = sac.actor(torch.from_numpy(rng.uniform(-1, 1, (100, 2)).astype(np.float32)))
+    size = float(np.abs(np.tanh(mean.numpy())).mean())
+    if penalty:
+        assert size < 0.2, size
+    else:
+        assert size > 0.5, size
