@@ -51,10 +51,14 @@ from robot_rl.tasks.registry import make_task
 # The performance every method is scored on: the task's own episode return (what the base was trained to
 # maximize). Shown next to it: a physical error of the task (reach: the tool point's error after the first second).
 METRIC = "return"
+FINAL_EVAL_SEED = 777  # phase final-eval's command set: not the one evaluated during fine-tuning (seed 12345)
 # Fine-tuning runs (``--run-name``) and the comparison, in plot and table order: (results key, label, style).
 RUNS = {"residual": "residual from scratch (ours)",  # the learner's first transition is on the robot
-        "residual_sim": "residual started in sim (ours)"}  # from a run in the nominal sim, its data as prior
-METHODS = (*((key, label, style) for (key, label), style in zip(RUNS.items(), ("o-", "d-"), strict=True)),
+        "residual_s1": "residual from scratch, seed 1",
+        "residual_sim": "residual started in sim (ours)",  # from a run in the nominal sim, its data as prior
+        "residual_sim_s1": "residual started in sim, seed 1"}
+METHODS = (*((key, label, style) for (key, label), style in zip(RUNS.items(), ("o-", "o:", "d-", "d:"),
+                                                                strict=True)),
            ("ppo", "continued PPO (full policy)", "s-"))
 SECONDARY = {"reach": ("settled_tip_error_m", "tip error after the first second", 100.0, "cm"),
              "velocity_tracking": ("vel_error_m_s", "velocity tracking error ‖command − v_xy‖", 1.0, "m/s")}
@@ -211,12 +215,17 @@ def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict
         # The baseline: the same runtime with the base policy alone, stepped on the same states (not sent).
         plain = DeployRuntime(spec, PolicyController.for_task(task, spec, load_policy(base_onnx, base.contract)))
         robot.connect()
+        robot.reposition()  # the default pose at rest: a legged robot ramps up from its feet (as between episodes)
         runtime.arm()
         plain.arm()
-        while runtime.mode is not ControllerMode.RUNNING:
+        for _ in range(round(10 * spec.safety.ramp_duration_s / spec.timing.policy_period_s) + 50):
             state = robot.read()
             plain.step(state, robot.sim_time())
             robot.write(runtime.step(state, robot.sim_time()).command)
+            if runtime.mode is ControllerMode.RUNNING:
+                break
+        else:
+            raise RuntimeError(f"the ramp to the default pose did not finish: {runtime.diagnostics()['fault']}")
         period = spec.timing.policy_period_s
         ticks, kill_tick = round(seconds / period), round(kill_at_s / period)
         t_res, t_base = np.zeros(ticks), np.zeros(ticks)
@@ -314,7 +323,7 @@ def plot(results: dict, png: Path) -> None:
     ax2.axhline(k * results["base_real"][key], color="gray", ls="--", label="base on the 'real' robot")
     ax2.axhline(k * results["base_nominal"][key], color="black", ls="-.", label="base in its training sim")
     for ax in (ax1, ax2):
-        ax.axvline(20_000, color="red", ls=":", label="20k transitions")
+        ax.axvline(20_000, color="black", alpha=0.4, lw=3, label="20k transitions")
         ax.set_xscale("log")
         ax.set_xlabel("transitions on the 'real' robot")
         ax.grid(alpha=0.3)
@@ -366,9 +375,9 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         + success(real),
     ]
     for name, curve in curves:
-        for tag, c in (("first evaluation ≥ 20k transitions", at(curve, 20_000)), ("last point", curve[-1] if curve
-                                                                                  else None)):
-            if c is not None:
+        c20 = at(curve, 20_000)
+        for tag, c in (("first evaluation ≥ 20k transitions", c20), ("last point", curve[-1])):
+            if c is not None and (tag == "first evaluation ≥ 20k transitions" or c is not c20):
                 lines.append(f"| {name}, {tag} ({c['transitions']:,}) | {c['return']:.3f} | {c['recovered']:.2f} | "
                              f"{k * c[key]:.2f} |" + success(c))
     lines += ["", "| method | gap recovered at 20k transitions | transitions to 50 % | transitions to 80 % |",
@@ -379,6 +388,16 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
             lines.append(f"| {name} | {c20['recovered']:.2f} (at {c20['transitions']:,}) | "
                          f"{_fmt_transitions(first_reaching(curve, 0.5))} | "
                          f"{_fmt_transitions(first_reaching(curve, 0.8))} |")
+    final = results.get("final_eval")
+    if final and final.get("runs"):
+        fn, fr = final["base_nominal"], final["base_real"]
+        lines += ["", f"A second look with {final['episodes']} episodes per policy on another command set (seed "
+                  f"{final['seed']}), each exported policy (`--phase final-eval`), the gap re-measured on that set "
+                  f"(base: {fn['return']:.3f} in its training sim, {fr['return']:.3f} on the \"real\" robot):", "",
+                  f"| policy | return | gap recovered | {label} ({unit}) | falls |", "|---|---:|---:|---:|---:|"]
+        for name, c in final["runs"].items():
+            lines.append(f"| {name} | {c['return']:.3f} | {c['recovered']:.2f} | {k * c[key]:.2f} | "
+                         f"{c.get('falls', '')} |")
     lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
               f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
     for name, curve in curves:
@@ -502,7 +521,12 @@ def main(argv: list[str] | None = None) -> int:
                    default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
     p.add_argument("--ppo-budget-s", type=float, default=1500.0)
     p.add_argument("--phase", default="all",
-                   choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "report"))
+                   choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "final-eval",
+                            "report"))
+    p.add_argument("--final-eval", nargs="*", default=[], metavar="NAME=ONNX",
+                   help="phase final-eval: exported policies (a run's policy_residual.onnx) scored on a larger, "
+                   "separate command set, with the base on the same set")
+    p.add_argument("--final-eval-episodes", type=int, default=32)
     p.add_argument("--prior-transitions", type=int, default=20_000,
                    help="phase prior: transitions of base + exploring residual collected in the NOMINAL sim")
     p.add_argument("--prior", type=Path, help="phase residual: an .npz of prior transitions (RLPD-style mixing); "
@@ -600,6 +624,25 @@ def main(argv: list[str] | None = None) -> int:
                                        real, stop_at=max(0.8, max((c["recovered"] for c in results.get("residual", [])),
                                                                   default=0.8)), budget_s=args.ppo_budget_s)
         save()
+
+    if args.phase == "final-eval":  # a second look at a few points with 4× the episodes, on commands not seen before
+        final_commands = eval_commands(task, args.final_eval_episodes, seed=FINAL_EVAL_SEED)
+        base = load_policy(results["base_onnx"], read_contract(results["base_onnx"]))
+        final = results.setdefault("final_eval", {"episodes": args.final_eval_episodes, "seed": FINAL_EVAL_SEED,
+                                                  "runs": {}})
+        if final["episodes"] != args.final_eval_episodes or "base_real" not in final:
+            final.update(episodes=args.final_eval_episodes, runs={},
+                         base_nominal=evaluate_policy(base, task, None, final_commands),
+                         base_real=evaluate_policy(base, task, shift, final_commands))
+            save()
+        for item in args.final_eval:
+            name, _, onnx = item.partition("=")
+            score = evaluate_policy(load_policy(onnx, read_contract(onnx)), task, shift, final_commands)
+            score |= {"onnx": onnx, "recovered": recovered(score[METRIC], final["base_nominal"][METRIC],
+                                                           final["base_real"][METRIC])}
+            final["runs"][name] = score
+            print(f"[final-eval] {name}: return {score[METRIC]:.3f}, recovered {score['recovered']:.2f}", flush=True)
+            save()
 
     if args.phase in ("all", "timing"):
         results["timing"] = loop_timing(Path(results["base_onnx"]), task, args.timing_seconds,

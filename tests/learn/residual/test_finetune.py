@@ -73,9 +73,11 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert np.isfinite(second.evaluations[-1]["return"])
 
 
-def test_push_is_refused_over_a_hardware_interface(push_base, tmp_path):
+def test_push_is_refused_over_a_hardware_interface_and_with_a_command_schedule(push_base, tmp_path):
     with pytest.raises(ConfigError, match="in-process sim only"):
         run_finetune(push_base, "panda", "unitree-dds", transitions=10, run_dir=tmp_path, export=False)
+    with pytest.raises(ConfigError, match="one goal per layout"):
+        run_finetune(push_base, "panda", "sim", transitions=10, run_dir=tmp_path, export=False, command_every_s=2.0)
 
 
 @pytest.mark.timeout(240)
