@@ -91,7 +91,7 @@ def test_a_command_schedule_changes_the_command_mid_episode(setup):
     # Set at the reset, then after episode ticks 10 and 20 (the policy also ran once on the tick ending the ramp).
     assert [(t - start, c) for t, c in seen] == [(0, (0.5, 0.0, 0.4)), (1 + 10, (0.4, 0.2, 0.5)),
                                                  (1 + 20, (0.45, -0.2, 0.45))]
-    with pytest.raises(ValueError, match="needs EpisodeCfg.command_every_s"):
+    with pytest.raises(ValueError, match=r"needs EpisodeCfg\.command_every_s"):
         _loop(setup).run_episode(schedule, explore=True, learn=False)
 
 

@@ -1,0 +1,28 @@
+"""The residual benchmark's real-time phase on the A1: a legged robot ramps up from its feet (it used to wait
+forever for a ramp that fell over), the loop survives the learner's SIGKILL and ends on the base."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(180)
+def test_loop_timing_on_the_a1_survives_the_learner_kill():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_residual
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from robot_rl.tasks.registry import make_task
+
+    timing = bench_residual.loop_timing(ROOT / "policies/a1_flat/policy.onnx", make_task("a1-flat"), seconds=6.0,
+                                        kill_at_s=3.0)
+    assert timing["ticks"] == 300 and timing["kill_tick"] == 150
+    assert timing["mode_at_end"] == "running"  # the base kept walking after the kill
+    assert timing["fallback_ticks"] > 0  # … alone, once the learner's heartbeat went stale (2 s)
+    assert timing["syncs"] > 0 and timing["runtime_step_us"]["p50"] > 0
