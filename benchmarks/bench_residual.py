@@ -474,12 +474,14 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
                    help="critic-only updates before the residual first moves")
     p.add_argument("--residual-penalty", type=float, default=SACCfg.residual_penalty,
                    help="× mean squared unit residual in the actor's loss")
+    p.add_argument("--actor-ema", type=float, default=SACCfg.actor_ema_rate,
+                   help="rate of an average of the actor's weights, exported next to the last iterate (0: off)")
 
 
 def sac_cfg(args: argparse.Namespace) -> SACCfg:
     return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
-                  residual_penalty=args.residual_penalty)
+                  residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema)
 
 
 def learner_extras(run: dict) -> str:
@@ -493,6 +495,8 @@ def learner_extras(run: dict) -> str:
         out += f", learning rates {run['lr']:g}"
     if run.get("gamma", SACCfg.gamma) != SACCfg.gamma:
         out += f", γ {run['gamma']:g}"
+    if run.get("actor_ema"):
+        out += f", an average of the actor's weights kept at rate {run['actor_ema']:g} per update"
     if run.get("command_every_s"):
         out += f", a new command every {run['command_every_s']:g} s in training episodes"
     if run.get("seed"):
@@ -503,7 +507,8 @@ def learner_extras(run: dict) -> str:
 def sac_settings(args: argparse.Namespace) -> dict:
     """What a run's results record of its learner settings."""
     return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
-            "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty}
+            "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
+            "actor_ema": args.actor_ema}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -600,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
                                    "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
                                    "seed": args.seed, "command_every_s": args.command_every_s,
-                                   "exported": str(report.exported), "prior": prior,
+                                   "exported": str(report.exported), "exported_ema": str(report.exported_ema),
+                                   "prior": prior,
                                    "prior_fraction": args.prior_fraction if prior else None,
                                    "init_from": init_from,
                                    "init_transitions": read_checkpoint(init_from)["received"] if init_from else None}

@@ -60,6 +60,9 @@ class SACCfg:
     # × the mean squared unit residual, added to the actor's loss: pulls the residual back to 0 (the base) where
     # the critics' gradient is flat, e.g. after a missed contact, instead of letting it drift to the bound.
     residual_penalty: float = 0.0
+    # > 0: also keep an exponential moving average of the actor's weights (this rate per actor update) and export
+    # it next to the last iterate (policy_residual_ema.onnx): SAC's last iterate can drop late in a run.
+    actor_ema_rate: float = 0.0
     init_log_std: float = -1.0  # pre-tanh exploration noise at the start (σ ≈ 0.37)
     batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
 
@@ -70,6 +73,8 @@ class SACCfg:
             raise ValueError(f"num_critics must be ≥ 2 (clipped double Q), got {self.num_critics}")
         if self.utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {self.utd_ratio}")
+        if not 0.0 <= self.actor_ema_rate < 1.0:
+            raise ValueError(f"actor_ema_rate must be in [0, 1), got {self.actor_ema_rate}")
         if self.actor_warmup_updates < 0 or self.residual_penalty < 0:
             raise ValueError(f"actor_warmup_updates and residual_penalty must be ≥ 0, got {self.actor_warmup_updates} "
                              f"and {self.residual_penalty}")

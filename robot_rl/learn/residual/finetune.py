@@ -23,6 +23,9 @@ with ``--init-from`` that run (its residual and critics start the robot run) and
 ``--command-every-s``: training episodes change command this often (a joystick's schedule; the A1's training
 resamples every 10 s); by default, and always in evaluations, one command per episode. On the A1 sim-as-real
 benchmark a 10 s schedule did not help (benchmarks/RESULTS_residual.md).
+
+``SACCfg.actor_ema_rate`` > 0 also exports ``policy_residual_ema.onnx``: an average of the actor's weights,
+next to the last iterate (which can drop late in a run).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class FinetuneReport:
     learner: dict = field(default_factory=dict)
     sync: dict = field(default_factory=dict)
     exported: Path | None = None
+    exported_ema: Path | None = None  # the actor's weight average, when the learner kept one (actor_ema_rate)
     reward_terms_dropped: tuple[str, ...] = ()
     ended_by: dict[str, int] = field(default_factory=dict)  # learning episodes, by how they ended
     missed_deadlines: int = 0  # real time: policy deadlines missed during learning episodes
@@ -271,9 +275,17 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     report.reward_terms_dropped = reward.dropped
     if export:
         from robot_rl.learn.residual.export import export_residual
+        from robot_rl.learn.residual.learner import read_checkpoint
 
+        notes = {"transitions": report.transitions, "run_dir": str(run_dir)}
+        ema = None
+        if sac.actor_ema_rate > 0 and (run_dir / "checkpoint.pt").is_file():
+            ema = read_checkpoint(run_dir).get("actor_ema_flat")
+        if ema is not None:  # written by the learner's last checkpoint, at its stop
+            report.exported_ema = export_residual(policy, ema, residual, run_dir / "policy_residual_ema.onnx",
+                                                  notes=notes | {"actor_ema_rate": sac.actor_ema_rate})
         report.exported = export_residual(policy, res_policy.actor.flat, residual, run_dir / "policy_residual.onnx",
-                                          notes={"transitions": report.transitions, "run_dir": str(run_dir)})
+                                          notes=notes)
     return report
 
 

@@ -126,7 +126,8 @@ def save_checkpoint(path: Path, cfg: LearnerCfg, sac, received: int) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save({"sac": sac.state_dict(), "received": received, "state_dim": cfg.state_dim,
                 "action_dim": cfg.action_dim, "actor_hidden": cfg.residual.hidden,
-                "actor_flat": sac.actor.flat_params()}, tmp)
+                "actor_flat": sac.actor.flat_params(),
+                "actor_ema_flat": None if sac.actor_ema is None else sac.actor_ema.flat_params()}, tmp)
     tmp.replace(path)
 
 

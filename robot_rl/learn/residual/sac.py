@@ -36,6 +36,10 @@ class SAC:
         if not self.crossq:
             self.target = copy.deepcopy(self.critics)
             self.target.requires_grad_(False)
+        self.actor_ema = None
+        if cfg.actor_ema_rate > 0:
+            self.actor_ema = copy.deepcopy(self.actor)
+            self.actor_ema.requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(cfg.init_alpha)), requires_grad=True)
         self.target_entropy = cfg.target_entropy_per_dim * action_dim
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
@@ -86,6 +90,10 @@ class SAC:
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.backward()
             self.actor_opt.step()
+            if self.actor_ema is not None:
+                with torch.no_grad():
+                    for p, e in zip(self.actor.parameters(), self.actor_ema.parameters(), strict=True):
+                        e.lerp_(p, self.cfg.actor_ema_rate)
             self.critics.requires_grad_(True)
             alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             self.alpha_opt.zero_grad(set_to_none=True)
@@ -108,6 +116,7 @@ class SAC:
             "log_alpha": self.log_alpha.detach().clone(), "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
             "updates": self.updates, "critic_norm": self.cfg.critic_norm,
+            "actor_ema": None if self.actor_ema is None else self.actor_ema.state_dict(),
         }
 
     def load_weights(self, state: dict, source: str = "checkpoint") -> None:
@@ -125,6 +134,8 @@ class SAC:
             raise ValueError(f"{source}: network shapes differ from this run's ({str(exc).splitlines()[0]})") from None
         with self.torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
+        if self.actor_ema is not None:  # a checkpoint without one (EMA off then) starts the average here
+            self.actor_ema.load_state_dict(state.get("actor_ema") or state["actor"])
 
     def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
         self.load_weights(state, source)

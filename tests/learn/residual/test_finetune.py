@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -63,10 +64,18 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
         p.name for p in (tmp_path / "a").iterdir()}
     composed = load_policy(first.exported, read_contract(panda_base))
     assert composed.contract.provenance.notes["residual"]["transitions"] == first.transitions
+    assert first.exported_ema is None  # no weight average unless asked for
 
     second = run_finetune(panda_base, "panda", "sim", transitions=100, shift=shift, run_dir=tmp_path / "b",
                           resume=str(tmp_path / "a"), eval_every=0, episode_length_s=0.5, log=False,
-                          replay=ReplayCfg(prior_path=str(tmp_path / "a" / "buffer.npz")), export=False, **TINY)
+                          replay=ReplayCfg(prior_path=str(tmp_path / "a" / "buffer.npz")),
+                          residual=TINY["residual"], sac=dataclasses.replace(TINY["sac"], actor_ema_rate=0.01))
+    # The weight average, exported next to the last iterate: the same contract, another residual.
+    averaged = load_policy(second.exported_ema, read_contract(panda_base))
+    assert averaged.contract.provenance.notes["residual"]["actor_ema_rate"] == 0.01
+    obs = np.random.default_rng(0).normal(size=(4, averaged.contract.obs_dim)).astype(np.float32)
+    last = load_policy(second.exported, read_contract(panda_base))
+    assert not np.allclose(averaged.act_batch(obs), last.act_batch(obs))
     assert second.learner["prior_transitions"] == first.learner["online_transitions"]
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]

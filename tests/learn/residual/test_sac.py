@@ -83,3 +83,23 @@ def test_the_residual_penalty_pulls_a_saturated_residual_back_where_q_is_flat(pe
         assert size < 0.2, size
     else:
         assert size > 0.5, size
+
+
+def test_the_actor_average_trails_the_actor_and_survives_a_checkpoint():
+    rate = 0.1
+    cfg = SACCfg(critic_hidden=(16,), batch_size=16, actor_ema_rate=rate, reward_scale=1.0, actor_lr=1e-2)
+    sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
+    start = sac.actor.flat_params()
+    np.testing.assert_array_equal(sac.actor_ema.flat_params(), start)  # the average starts at the actor
+    rng = np.random.default_rng(0)
+    sac.update(_flat_reward_batch(rng, 16))
+    one = sac.actor.flat_params()
+    np.testing.assert_allclose(sac.actor_ema.flat_params(), start + rate * (one - start), rtol=1e-5, atol=1e-7)
+    for _ in range(20):
+        sac.update(_flat_reward_batch(rng, 16))
+    ema = sac.actor_ema.flat_params()
+    assert not np.array_equal(ema, sac.actor.flat_params())
+    other = SAC(cfg, 2, 1, actor_hidden=(16,), seed=1)
+    other.load_state_dict(sac.state_dict())
+    np.testing.assert_array_equal(other.actor_ema.flat_params(), ema)
+    assert SAC(SACCfg(critic_hidden=(16,)), 2, 1, actor_hidden=(16,)).actor_ema is None  # off by default
