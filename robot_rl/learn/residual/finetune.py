@@ -326,7 +326,8 @@ def _intervention(teleop: str | None, spec, task):
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
              fraction: float = 0.1, utd: float = 2.0, n_step: int = 3,
-             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", prior: str | None = None,
+             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
+             prior: str | None = None,
              prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
              resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
              eval_episodes: int = 8, command_every_s: float | None = None, teleop: str | None = None,
@@ -343,6 +344,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         utd: gradient updates per transition (update-to-data ratio).
         n_step: n-step returns.
         critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
+        actor_ema: > 0: also export an average of the actor's weights at this rate per update
+            (policy_residual_ema.onnx, next to the last iterate).
         prior: an .npz of prior transitions (a previous run's buffer.npz), sampled at prior_fraction.
         prior_fraction: share of every batch drawn from the prior data (RLPD: 0.5).
         shift: sim only: the "real" robot's difference from the training sim, e.g. kp=0.5,payload=2.5,latency=2.
@@ -362,7 +365,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     """
     report = run_finetune(
         policy, robot, interface, transitions=transitions, residual=ResidualCfg(fraction=fraction),
-        sac=SACCfg(utd_ratio=utd, critic_norm=critic_norm),
+        sac=SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema),
         replay=ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction), shift=parse_shift(shift),
         run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
         command_every_s=command_every_s, realtime=realtime, teleop=teleop, seed=seed, domain_id=domain_id,
@@ -377,4 +380,6 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         print(f"reward terms this robot's state cannot give, left out: {', '.join(report.reward_terms_dropped)}")
     if report.exported:
         print(f"base + residual policy: {report.exported}")
+    if report.exported_ema:
+        print(f"base + averaged residual: {report.exported_ema}")
     return 0
