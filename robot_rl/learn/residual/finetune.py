@@ -363,10 +363,15 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         domain_id: DDS domain (default: the spec's).
         network_interface: DDS network interface (default: the spec's).
     """
+    try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
+        residual_cfg = ResidualCfg(fraction=fraction)
+        sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema)
+        replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
+    except ValueError as exc:
+        raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None
     report = run_finetune(
-        policy, robot, interface, transitions=transitions, residual=ResidualCfg(fraction=fraction),
-        sac=SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema),
-        replay=ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction), shift=parse_shift(shift),
+        policy, robot, interface, transitions=transitions, residual=residual_cfg, sac=sac_cfg, replay=replay_cfg,
+        shift=parse_shift(shift),
         run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
         command_every_s=command_every_s, realtime=realtime, teleop=teleop, seed=seed, domain_id=domain_id,
         network_interface=network_interface, fifo_priority=fifo_priority)

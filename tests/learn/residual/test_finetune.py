@@ -29,6 +29,15 @@ def test_parse_shift():
         parse_shift("kp=0")
 
 
+@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"]])
+def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
+    from robot_rl.cli import main
+
+    assert main(["finetune", "--policy", str(panda_base), "--robot", "panda", "--run-dir", str(tmp_path), *bad]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: robot-rl finetune: arguments:") and "Traceback" not in err
+
+
 def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
     with pytest.raises(ConfigError, match="trained for task 'panda-reach' on 'panda'"):
         run_finetune(panda_base, "a1", "sim", transitions=10, run_dir=tmp_path)
