@@ -52,6 +52,7 @@ from robot_rl.tasks import panda_push
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
 from robot_rl.tasks.registry import make_task
 from robot_rl.tasks.task import TaskCfg
+from robot_rl.typed_yaml import ConfigError
 
 if TYPE_CHECKING:
     from robot_rl.teleop.arm_ik import TeleopSource
@@ -252,9 +253,10 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
     from robot_rl.teleop.recorder import EpisodeRecorder
 
     if task != panda_push.NAME:
-        raise ValueError(f"the scripted expert knows task {panda_push.NAME!r} only, got {task!r}")
+        raise ConfigError("robot-rl collect-demos", "--task", f"the scripted expert knows task {panda_push.NAME!r} "
+                          f"only, got {task!r}")
     if episodes < 1:
-        raise ValueError(f"episodes must be ≥ 1, got {episodes}")
+        raise ConfigError("robot-rl collect-demos", "--episodes", f"must be ≥ 1, got {episodes}")
     cfg = make_task(task)
     spec = load_robot(cfg.robot)
     writer = LeRobotDatasetWriter(Path(out_dir), fps=round(1.0 / spec.timing.policy_period_s),

@@ -77,6 +77,9 @@ def configure_task(args: TrainArgs) -> TaskCfg:
         )
         if value is not None
     }
+    for key, value in ppo_changes.items():  # checked here: deep in the env or rsl_rl it would be a traceback
+        if value < 1:
+            raise ConfigError("robot-rl train", f"--{key.replace('_', '-')}", f"must be ≥ 1, got {value}")
     return dataclasses.replace(task, randomization=randomization, ppo=dataclasses.replace(task.ppo, **ppo_changes))
 
 

@@ -67,9 +67,13 @@ def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
     np.testing.assert_array_equal(recorded, probe.seen[0])
 
 
-def test_collect_refuses_a_task_the_expert_does_not_know(tmp_path):
-    with pytest.raises(ValueError, match="panda-push"):
+def test_collect_refuses_a_task_the_expert_does_not_know_and_no_episodes(tmp_path):
+    from robot_rl.typed_yaml import ConfigError  # the CLI prints these as one line
+
+    with pytest.raises(ConfigError, match="panda-push"):
         collect_demos("panda-reach", episodes=1, out_dir=str(tmp_path / "x"), progress=False)
+    with pytest.raises(ConfigError, match="--episodes: must be ≥ 1, got 0"):
+        collect_demos("panda-push", episodes=0, out_dir=str(tmp_path / "x"), progress=False)
 
 
 def test_stratified_layouts_use_every_stratum_of_every_range_once():

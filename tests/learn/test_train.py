@@ -79,6 +79,10 @@ def test_bad_task_and_randomization_keys_are_clear_errors():
         if make_task(name).objective not in PPO_OBJECTIVES:  # e.g. panda-push, learned from demos
             with pytest.raises(ConfigError, match="not trained with PPO"):
                 configure_task(TrainArgs(task=name))
+    with pytest.raises(ConfigError, match="--num-envs: must be ≥ 1, got 0"):
+        configure_task(TrainArgs(task="a1-flat", num_envs=0))
+    with pytest.raises(ConfigError, match="--max-iterations: must be ≥ 1, got -3"):
+        configure_task(TrainArgs(task="a1-flat", max_iterations=-3))
     task = configure_task(TrainArgs(task="a1-flat", num_envs=7, dr=("friction_scale=0.2,0.4",)))
     assert task.ppo.num_envs == 7 and task.randomization.friction_scale == (0.2, 0.4)
 
