@@ -55,6 +55,7 @@ USER_ERRORS = (
     "robot_rl.teleop.devices:DeviceError",
     "robot_rl.teleop.session:TeleopError",
     "robot_rl.data.lerobot_format:DatasetError",
+    "robot_rl.data.mcap_log:LogReadError",
 )
 
 

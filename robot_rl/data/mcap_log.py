@@ -30,6 +30,7 @@ as far as the MCAP summary goes. Not-a-number values are written as ``null`` (JS
 from __future__ import annotations
 
 import json
+import struct
 import threading
 import time
 from collections import Counter, deque
@@ -93,6 +94,10 @@ def _scalar(value: float) -> float | None:
 
 def _copy(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.array(a, dtype=np.float64)
+
+
+class LogReadError(ValueError):
+    """A deploy log that does not exist or is not a readable MCAP deploy log (the message names the file)."""
 
 
 class DeployLogWriter:
@@ -237,27 +242,29 @@ def read_log(path: str | Path, topics: tuple[str, ...] | None = None) -> Iterato
     """
     path = Path(path)
     wanted = list(topics) if topics else None
+    if not path.is_file():
+        raise LogReadError(f"{path}: no such deploy log")
     with path.open("rb") as stream:
         try:
             reader = make_reader(stream)
             finished = reader.get_summary() is not None
-        except (McapError, EOFError, ValueError):
+        except (McapError, EOFError, ValueError, struct.error):
             finished = False
         if finished:
             try:
                 for _schema, channel, message in reader.iter_messages(topics=wanted):
                     yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
             except McapError as exc:
-                raise ValueError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
+                raise LogReadError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
             return
         stream.seek(0)
         messages = NonSeekingReader(stream).iter_messages(topics=wanted, log_time_order=False)
         try:
             for _schema, channel, message in messages:
                 yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
-        except (McapError, EOFError, ValueError) as exc:
+        except (McapError, EOFError, ValueError, struct.error) as exc:
             if stream.tell() <= len(MCAP_MAGIC):
-                raise ValueError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
+                raise LogReadError(f"{path}: not a readable MCAP deploy log ({exc or type(exc).__name__})") from exc
             # a truncated tail: everything before it has been read
 
 

@@ -140,3 +140,16 @@ def test_not_an_mcap_file_is_named(tmp_path) -> None:
     bad.write_text("not a log")
     with pytest.raises(ValueError, match=r"notes\.mcap: not a readable MCAP deploy log"):
         summarize_log(bad)
+
+
+@pytest.mark.parametrize("content", [None, b"garbage", b""])
+def test_the_log_command_names_a_missing_or_broken_file_in_one_line(tmp_path, capsys, content) -> None:
+    """`robot-rl log summarize`: a missing file, short garbage (the MCAP reader's struct.error) or an empty file."""
+    from robot_rl.cli import main
+
+    path = tmp_path / "run.mcap"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["log", "summarize", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:") and "Traceback" not in err
