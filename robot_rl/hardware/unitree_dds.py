@@ -55,6 +55,7 @@ from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec
+from robot_rl.typed_yaml import ConfigError
 
 try:
     from cyclonedds._clayer import ddspy_write
@@ -118,13 +119,13 @@ class MotorSlotMap:
     def from_spec(cls, spec: RobotSpec) -> MotorSlotMap:
         iface = spec.interface
         if not isinstance(iface, UnitreeDdsInterfaceSpec):
-            raise ValueError(f"robot {spec.name!r} ({spec.source_file}): interface.type is {iface.type!r}, "
-                             "a Unitree DDS robot needs 'unitree_dds'")
+            raise ConfigError(spec.source_file, "interface.type", f"robot {spec.name!r}: interface.type is "
+                              f"{iface.type!r}, a Unitree DDS robot needs 'unitree_dds'")
         family = FAMILIES[iface.message_family]
         if len(iface.motor_slots) != family.NUM_MOTORS:
-            raise ValueError(f"robot {spec.name!r} ({spec.source_file}): interface.motor_slots lists "
-                             f"{len(iface.motor_slots)} slots, {iface.message_family} messages carry "
-                             f"{family.NUM_MOTORS}")
+            raise ConfigError(spec.source_file, "interface.motor_slots", f"robot {spec.name!r}: lists "
+                              f"{len(iface.motor_slots)} slots, {iface.message_family} messages carry "
+                              f"{family.NUM_MOTORS}")
         slot_of = {name: slot for slot, name in enumerate(iface.motor_slots) if name}
         slots = tuple(slot_of[name] for name in spec.joint_names)
         unused = tuple(s for s in range(family.NUM_MOTORS) if s not in slots)
