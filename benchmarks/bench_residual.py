@@ -153,7 +153,9 @@ def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarr
 
 
 def continued_ppo(task, checkpoint: Path, shift: RealityShift, commands: np.ndarray, points: list[int],
-                  nominal: float, real: float, stop_at: float, budget_s: float) -> list[dict]:
+                  nominal: float, real: float, stop_at: float, budget_s: float,
+                  export_dir: Path | None = None) -> list[dict]:
+    """``export_dir``: also export each scored iterate as ONNX (``ppo_<transitions>.onnx``), for final-eval."""
     import torch
 
     from robot_rl.learn.residual.shifted_sim import shifted_vec_env
@@ -179,6 +181,14 @@ def continued_ppo(task, checkpoint: Path, shift: RealityShift, commands: np.ndar
         score |= {"transitions": done, "wall_s": time.monotonic() - started,
                   "recovered": recovered(score[METRIC], nominal, real),
                   "vec_env_return": vec_env_return(policy, task, shift, commands)}
+        if export_dir is not None:
+            from robot_rl.policy import collect_provenance, export_rsl_rl_policy
+
+            export_dir.mkdir(parents=True, exist_ok=True)
+            stamped = contract_for_task(task, provenance=collect_provenance(
+                task.name, notes={"continued_ppo_from": str(checkpoint), "transitions": done}))
+            export_rsl_rl_policy(runner.alg.get_policy(), stamped, export_dir / f"ppo_{done}.onnx")
+            score["onnx"] = str(export_dir / f"ppo_{done}.onnx")
         curve.append(score)
         print(f"[ppo] {done:>8} transitions: {METRIC} {score[METRIC]:.4f}, recovered {score['recovered']:.2f}, "
               f"in its own vec env {score['vec_env_return']:.3f}", flush=True)
@@ -525,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ppo-points", type=int, nargs="*",
                    default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
     p.add_argument("--ppo-budget-s", type=float, default=1500.0)
+    p.add_argument("--ppo-stop-at", type=float, help="stop continued PPO at this recovery on the curve's commands "
+                   "(default: 0.8 or the residual's best, whichever is higher)")
     p.add_argument("--phase", default="all",
                    choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "final-eval",
                             "report"))
@@ -626,9 +638,10 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     if args.phase in ("all", "ppo"):
+        best_residual = max((c["recovered"] for c in results.get("residual", [])), default=0.8)
         results["ppo"] = continued_ppo(task, Path(results["checkpoint"]), shift, commands, args.ppo_points, nominal,
-                                       real, stop_at=max(0.8, max((c["recovered"] for c in results.get("residual", [])),
-                                                                  default=0.8)), budget_s=args.ppo_budget_s)
+                                       real, stop_at=args.ppo_stop_at or max(0.8, best_residual),
+                                       budget_s=args.ppo_budget_s, export_dir=args.out_dir / "ppo")
         save()
 
     if args.phase == "final-eval":  # a second look at a few points with 4× the episodes, on commands not seen before
