@@ -31,6 +31,7 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
-from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
+from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
 from robot_rl.learn.residual.finetune import eval_commands, evaluate, parse_shift, run_finetune
 from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
@@ -228,7 +229,7 @@ def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict
         robot.reposition()  # the default pose at rest: a legged robot ramps up from its feet (as between episodes)
         runtime.arm()
         plain.arm()
-        for _ in range(round(10 * spec.safety.ramp_duration_s / spec.timing.policy_period_s) + 50):
+        for _ in range(ramp_tick_limit(spec)):
             state = robot.read()
             plain.step(state, robot.sim_time())
             robot.write(runtime.step(state, robot.sim_time()).command)
@@ -494,6 +495,26 @@ def sac_cfg(args: argparse.Namespace) -> SACCfg:
                   residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema)
 
 
+def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
+    """Where a residual benchmark keeps its results (``OUT_DIR/results.json``) and writes its report."""
+    p.add_argument("--out-dir", type=Path, default=Path(out_dir))
+    p.add_argument("--markdown-out", type=Path)
+    p.add_argument("--png", type=Path)
+
+
+def open_results(out_dir: Path) -> tuple[dict, Callable[[], None]]:
+    """``OUT_DIR/results.json`` as a dict (empty if new) and the function that writes it back: every phase
+    adds its part to the same file, so phases run separately and a report can be redrawn from it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = out_dir / "results.json"
+    results = json.loads(store.read_text()) if store.exists() else {}
+
+    def save() -> None:
+        store.write_text(json.dumps(results, indent=1, default=str))
+
+    return results, save
+
+
 def learner_extras(run: dict) -> str:
     """The non-default learner settings of a recorded run, as a phrase for the results text."""
     out = ""
@@ -555,20 +576,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="phase residual: the learner's and the episodes' seed")
     p.add_argument("--command-every-s", type=float, help="training episodes change command this often")
     p.add_argument("--timing-seconds", type=float, default=20.0)
-    p.add_argument("--out-dir", type=Path, default=Path("runs/bench_residual"))
-    p.add_argument("--markdown-out", type=Path)
-    p.add_argument("--png", type=Path)
+    add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
 
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    store = args.out_dir / "results.json"
-    results = json.loads(store.read_text()) if store.exists() else {}
+    results, save = open_results(args.out_dir)
     task = make_task(args.task)
     shift = parse_shift(args.shift)
     commands = eval_commands(task, args.eval_episodes)
-
-    def save() -> None:
-        store.write_text(json.dumps(results, indent=1, default=str))
 
     if args.phase in ("all", "base"):
         if args.base_onnx is None:

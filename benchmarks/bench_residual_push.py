@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import platform
 import shlex
 import sys
@@ -42,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 # This folder (run as benchmarks/bench_residual_push.py): the learner's settings, shared with the A1 benchmark.
-from bench_residual import add_sac_args, learner_extras, sac_cfg, sac_settings
+from bench_residual import add_output_args, add_sac_args, learner_extras, open_results, sac_cfg, sac_settings
 
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
@@ -236,20 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phase", default="all", choices=("all", "base", "residual", "report"))
     p.add_argument("--run-name", default="residual", choices=tuple(RUN_LABELS))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", type=Path, default=Path("runs/res_push"))
-    p.add_argument("--markdown-out", type=Path)
-    p.add_argument("--png", type=Path)
+    add_output_args(p, "runs/res_push")
     args = p.parse_args(argv)
 
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    store = args.out_dir / "results.json"
-    results = json.loads(store.read_text()) if store.exists() else {}
+    results, save = open_results(args.out_dir)
     task = make_task(TASK)
     shift = parse_shift(args.shift) or RealityShift()
     setups = eval_setups(task, args.eval_episodes)  # the set run_finetune evaluates on (seed EVAL_SEED)
-
-    def save() -> None:
-        store.write_text(json.dumps(results, indent=1, default=str))
 
     if args.phase in ("all", "base"):
         if args.base_onnx is None:

@@ -99,27 +99,18 @@ class SmoothNoise:
         return self.value
 
 
-class NoisyExecution:
-    """A controller wrapper: ``inner`` chooses the action (the label, :attr:`expert_action`), the robot is
-    sent that action plus noise (:attr:`last_raw_action`, what the runtime and its safety chain see).
+def expert_label(controller) -> np.ndarray:
+    """The action to record as the label for ``controller``'s last step: a noise wrapper's clean
+    ``expert_action``, else the action it sent (``last_raw_action``)."""
+    return getattr(controller, "expert_action", controller.last_raw_action)
 
-    ``active``: called every tick; while it returns False the noise fades out (and back in once it returns
-    True again). The executed action is clipped to the contract's action range, like any policy's.
-    """
 
-    def __init__(self, inner, spec: RobotSpec, task: TaskCfg, noise: DemoNoise, rng: np.random.Generator,
-                 active: Callable[[], bool] | None = None):
+class _ControllerWrapper:
+    """What both noise wrappers pass through to the controller they wrap (the runtime's Controller surface)."""
+
+    def __init__(self, inner):
         self.inner = inner
         self.contract = inner.contract
-        self.noise = noise
-        self._default_q = spec.default_positions
-        self._scale = task.action.scale
-        self._clip = task.action.clip
-        dt = spec.timing.policy_period_s
-        self._gate = Gate(active, noise.fade_s, dt)
-        self._joint = SmoothNoise(np.full(spec.num_joints, noise.joint_std), noise.tau_s, dt, rng)
-        self.expert_action = np.zeros(spec.num_joints)  # the label: the inner controller's clean action
-        self.last_raw_action = np.zeros(spec.num_joints)  # the action executed (sent to the safety chain)
 
     @property
     def last_command(self) -> np.ndarray:
@@ -135,6 +126,28 @@ class NoisyExecution:
     def set_teleop(self, command) -> None:
         self.inner.set_teleop(command)
 
+
+class NoisyExecution(_ControllerWrapper):
+    """A controller wrapper: ``inner`` chooses the action (the label, :attr:`expert_action`), the robot is
+    sent that action plus noise (:attr:`last_raw_action`, what the runtime and its safety chain see).
+
+    ``active``: called every tick; while it returns False the noise fades out (and back in once it returns
+    True again). The executed action is clipped to the contract's action range, like any policy's.
+    """
+
+    def __init__(self, inner, spec: RobotSpec, task: TaskCfg, noise: DemoNoise, rng: np.random.Generator,
+                 active: Callable[[], bool] | None = None):
+        super().__init__(inner)
+        self.noise = noise
+        self._default_q = spec.default_positions
+        self._scale = task.action.scale
+        self._clip = task.action.clip
+        dt = spec.timing.policy_period_s
+        self._gate = Gate(active, noise.fade_s, dt)
+        self._joint = SmoothNoise(np.full(spec.num_joints, noise.joint_std), noise.tau_s, dt, rng)
+        self.expert_action = np.zeros(spec.num_joints)  # the label: the inner controller's clean action
+        self.last_raw_action = np.zeros(spec.num_joints)  # the action executed (sent to the safety chain)
+
     def reset(self) -> None:
         self.inner.reset()
         self._joint.reset()
@@ -142,8 +155,7 @@ class NoisyExecution:
 
     def step(self, state: RobotState) -> JointCommand:
         clean = self.inner.step(state)
-        label = getattr(self.inner, "expert_action", self.inner.last_raw_action)  # the inner may be a NoisyTeleop
-        self.expert_action = np.array(label, dtype=np.float64)
+        self.expert_action = np.array(expert_label(self.inner), dtype=np.float64)  # the inner may be a NoisyTeleop
         executed = np.clip(self.expert_action + self._gate() * self._joint.step(), -self._clip, self._clip)
         self.last_raw_action = executed
         return JointCommand(self._default_q + self._scale * executed, clean.dq_target.copy(), clean.kp.copy(),
@@ -167,7 +179,7 @@ class Gate:
         return self.gain
 
 
-class NoisyTeleop:
+class NoisyTeleop(_ControllerWrapper):
     """DART for arm teleop (:class:`~robot_rl.teleop.arm_ik.ArmTeleopController`): the robot executes the
     IK's answer to the device's command plus smooth twist noise; the label (:attr:`expert_action`) is the
     IK's answer, from the same IK state, to ``clean_command()`` — the expert's command without any noise.
@@ -182,8 +194,7 @@ class NoisyTeleop:
 
     def __init__(self, inner, spec: RobotSpec, noise: DemoNoise, rng: np.random.Generator,
                  clean_command: Callable[[], object], active: Callable[[], bool] | None = None):
-        self.inner = inner
-        self.contract = inner.contract
+        super().__init__(inner)
         self.noise = noise
         self.clean_command = clean_command
         dt = spec.timing.policy_period_s
@@ -194,18 +205,7 @@ class NoisyTeleop:
         self.expert_action = np.zeros(spec.num_joints)
         self.last_raw_action = np.zeros(spec.num_joints)
 
-    @property
-    def last_command(self) -> np.ndarray:
-        return self.inner.last_command
-
-    @property
-    def command_clamped(self) -> bool:
-        return self.inner.command_clamped
-
-    def set_command(self, command: Sequence[float] | np.ndarray) -> None:
-        self.inner.set_command(command)
-
-    def set_teleop(self, command) -> None:
+    def set_teleop(self, command) -> None:  # kept: each step asks the IK twice (clean label, noisy execution)
         self._device_command = command
 
     def reset(self) -> None:

@@ -46,7 +46,7 @@ from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.hardware.interface import RobotState
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
-from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop
+from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop, expert_label
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks import panda_push
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
@@ -166,7 +166,7 @@ def run_push_episode(
             if result.mode is ControllerMode.RUNNING:
                 if recorder is not None and recorder.recording:
                     env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
-                    label = getattr(controller, "expert_action", controller.last_raw_action)  # NoisyExecution
+                    label = expert_label(controller)  # with demo noise: the clean action, not the sent one
                     recorder.add_frame({"observation.state": observe(state, controller.last_command),
                                         "observation.environment_state": env,
                                         "action": np.asarray(label, dtype=np.float32),
@@ -301,13 +301,9 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
 def stratified_episodes(n: int, rng: np.random.Generator) -> list[panda_push.PushEpisode]:
     """``n`` layouts from the task's ranges as a Latin hypercube over (cube x, cube y, push angle, push
     distance): each range is cut into ``n`` equal strata and every stratum of every one is used once."""
-    unit = (np.argsort(rng.random((4, n)), axis=1) + rng.random((4, n))) / n
-    cube_x = panda_push.CUBE_X_RANGE[0] + unit[0] * np.ptp(panda_push.CUBE_X_RANGE)
-    cube_y = panda_push.CUBE_Y_RANGE[0] + unit[1] * np.ptp(panda_push.CUBE_Y_RANGE)
-    angle = panda_push.PUSH_ANGLE_RANGE_RAD[0] + unit[2] * np.ptp(panda_push.PUSH_ANGLE_RANGE_RAD)
-    distance = panda_push.PUSH_DISTANCE_RANGE_M[0] + unit[3] * np.ptp(panda_push.PUSH_DISTANCE_RANGE_M)
-    return [panda_push.PushEpisode(np.array([x, y]), np.array([x, y]) + d * np.array([np.cos(a), np.sin(a)]))
-            for x, y, a, d in zip(cube_x, cube_y, angle, distance, strict=True)]
+    dims = len(panda_push.LAYOUT_RANGES)
+    unit = (np.argsort(rng.random((dims, n)), axis=1) + rng.random((dims, n))) / n
+    return [panda_push.layout_at(u) for u in unit.T]
 
 
 def write_dataset_card(out_dir: Path, summary: DemoSummary, seed: int, simulator: str, noise: DemoNoise) -> None:

@@ -93,11 +93,18 @@ class PushEpisode:
         return np.asarray(self.goal_xy, dtype=np.float64)
 
 
-def sample_episode(rng: np.random.Generator) -> PushEpisode:
-    cube = np.array([rng.uniform(*CUBE_X_RANGE), rng.uniform(*CUBE_Y_RANGE)])
-    angle = rng.uniform(*PUSH_ANGLE_RANGE_RAD)
-    distance = rng.uniform(*PUSH_DISTANCE_RANGE_M)
+LAYOUT_RANGES = (CUBE_X_RANGE, CUBE_Y_RANGE, PUSH_ANGLE_RANGE_RAD, PUSH_DISTANCE_RANGE_M)
+
+
+def layout_at(unit: np.ndarray) -> PushEpisode:
+    """The layout at ``unit`` ∈ [0, 1)⁴ of (cube x, cube y, push angle, push distance) over their ranges."""
+    x, y, angle, distance = (lo + u * (hi - lo) for u, (lo, hi) in zip(unit, LAYOUT_RANGES, strict=True))
+    cube = np.array([x, y])
     return PushEpisode(cube, cube + distance * np.array([np.cos(angle), np.sin(angle)]))
+
+
+def sample_episode(rng: np.random.Generator) -> PushEpisode:
+    return layout_at(rng.random(len(LAYOUT_RANGES)))
 
 
 def push_scene(cube_xy: np.ndarray) -> SimScene:

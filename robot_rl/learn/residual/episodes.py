@@ -81,6 +81,11 @@ class EpisodeResult:
     _vel_errors: list[float] = field(default_factory=list, repr=False)
 
 
+def ramp_tick_limit(spec) -> int:
+    """Policy ticks to allow a ramp to the default pose before calling it stuck: ten ramp durations + 5 s."""
+    return round((spec.safety.ramp_duration_s * 10 + 5) / spec.timing.policy_period_s)
+
+
 def rt_running(runtime: DeployRuntime) -> bool:
     return runtime.mode is ControllerMode.RUNNING
 
@@ -143,7 +148,7 @@ class EpisodeLoop:
             if reposition is not None:
                 reposition()
         rt.set_command(command)
-        limit = round((rt.spec.safety.ramp_duration_s * 10 + 5) / self.period)
+        limit = ramp_tick_limit(rt.spec)
         faults = []
         for _ in range(self.RAMP_ATTEMPTS):
             rt.reset_fault()

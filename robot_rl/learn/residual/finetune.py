@@ -44,7 +44,7 @@ import numpy as np
 
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, EpisodeResult
-from robot_rl.learn.residual.scenes import EpisodeSetup, eval_setups, initial_scene, sample_setups
+from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups, initial_scene, sample_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
 
@@ -87,9 +87,9 @@ class FinetuneReport:
     missed_deadlines: int = 0  # real time: policy deadlines missed during learning episodes
 
 
-def eval_commands(task, n: int, seed: int = 12345) -> np.ndarray:
-    """A fixed, seeded set of task commands: every evaluation (and every method compared) uses the same."""
-    return task.commands.sample(np.random.default_rng(seed), n)
+def eval_commands(task, n: int, seed: int = EVAL_SEED) -> np.ndarray:
+    """The commands of :func:`eval_setups`' fixed, seeded set, as one array (tasks without scenes)."""
+    return np.array([setup.command for setup in eval_setups(task, n, seed)])
 
 
 def summarize(results: list[EpisodeResult], dt: float = 0.02, success_m: float = 0.02) -> dict:
@@ -169,6 +169,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
+    if command_every_s is not None and task.objective == "push":
+        raise ConfigError("--command-every-s", str(command_every_s), f"task {task.name!r} has one goal per layout")
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
@@ -194,8 +196,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
     learner_cfg = LearnerCfg(state_dim=obs_dim + j, action_dim=j, residual=residual, sac=sac, replay=replay,
-                             run_dir=str(run_dir), resume_from=resume,
-                             init_from=init_from, seed=seed)
+                             run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed)
     (run_dir / "config.json").write_text(json.dumps({
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
@@ -208,8 +209,6 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     reward = StateReward(task, spec)
     device = _intervention(teleop, spec, task)
     rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
-    if command_every_s is not None and task.objective == "push":
-        raise ConfigError("--command-every-s", str(command_every_s), f"task {task.name!r} has one goal per layout")
     episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0,
                          command_every_s=command_every_s)
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
