@@ -44,6 +44,7 @@ from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_
 from robot_rl.learn.residual.finetune import eval_commands, evaluate, parse_shift, run_finetune
 from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
+from robot_rl.learn.residual.scenes import EpisodeSetup, initial_scene
 from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
 from robot_rl.policy.onnx_policy import load_policy, read_contract
 from robot_rl.robots.spec import load_robot
@@ -137,13 +138,14 @@ def vec_env_return(policy, task, shift: RealityShift | None, commands: np.ndarra
         env.close()
 
 
-def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray) -> dict:
-    """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot."""
+def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray | list[EpisodeSetup]) -> dict:
+    """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot, over
+    ``commands`` (or, push tasks, episode setups with their scenes)."""
     spec = load_robot(task.robot)
     res = ResidualPolicy(policy, ResidualCfg())
     res.enabled = False  # the base alone, through the very path the residual runs in
     runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
-    robot = ShiftedSimRobot(spec, shift or RealityShift())  # None: the nominal sim
+    robot = ShiftedSimRobot(spec, shift or RealityShift(), scene=initial_scene(task))  # None: the nominal sim
     loop = EpisodeLoop(runtime, robot, res, StateReward(task, spec), EpisodeCfg(length_s=task.episode_length_s),
                        realtime=False)
     robot.connect()

@@ -41,19 +41,21 @@ from pathlib import Path
 import numpy as np
 
 # This folder (run as benchmarks/bench_residual_push.py): the learner's settings, shared with the A1 benchmark.
-from bench_residual import add_output_args, add_sac_args, learner_extras, open_results, sac_cfg, sac_settings
+from bench_residual import (
+    add_output_args,
+    add_sac_args,
+    evaluate_policy,
+    learner_extras,
+    open_results,
+    sac_cfg,
+    sac_settings,
+)
 
-from robot_rl.control.controller import PolicyController
-from robot_rl.control.runtime import DeployRuntime
-from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg
-from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
-from robot_rl.learn.residual.finetune import evaluate, parse_shift, run_finetune
-from robot_rl.learn.residual.rewards import StateReward
-from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups, initial_scene
-from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
+from robot_rl.learn.residual.finetune import parse_shift, run_finetune
+from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups
+from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.policy.onnx_policy import load_policy, read_contract
-from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
 TASK = "panda-push"
@@ -76,20 +78,8 @@ def train_base(out: Path, demos: int, epochs: int, seed: int) -> Path:
 
 
 def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSetup]) -> dict:
-    """The base alone through the very path the residual runs in (ResidualPolicy with the residual off)."""
-    task = make_task(TASK)
-    spec = load_robot(task.robot)
-    res = ResidualPolicy(load_policy(onnx, read_contract(onnx)), ResidualCfg())
-    res.enabled = False
-    runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
-    robot = ShiftedSimRobot(spec, shift or RealityShift(), scene=initial_scene(task))
-    loop = EpisodeLoop(runtime, robot, res, StateReward(task, spec), EpisodeCfg(length_s=task.episode_length_s),
-                       realtime=False)
-    robot.connect()
-    try:
-        return evaluate(loop, setups)
-    finally:
-        robot.close()
+    """The base alone through the very path the residual runs in (the A1 benchmark's harness, with scenes)."""
+    return evaluate_policy(load_policy(onnx, read_contract(onnx)), make_task(TASK), shift, setups)
 
 
 def recovered(s: float, nominal: float, real: float) -> float:
