@@ -3,19 +3,25 @@ in how many transitions, against no fine-tuning and against continuing PPO on th
 
 1. A base policy trained in the nominal training sim (``sim/train.py``; its checkpoint and ONNX export).
 2. A "real" robot: the same MuJoCo robot shifted beyond the training randomization (``RealityShift``:
-   motor kp down, an uncompensated payload on the hand, actuator latency, friction) — the shifted
-   ``SimRobot`` that the fine-tuning drives through the deploy runtime and its safety chain.
+   motor kp down, an uncompensated payload (an arm's hand, a legged robot's base), actuator latency,
+   friction) — the shifted ``SimRobot`` that the fine-tuning drives through the deploy runtime and its
+   safety chain.
 3. Every method is scored by the same harness: deterministic episodes through ``DeployRuntime`` on the shifted
-   robot, over one fixed, seeded set of targets, each episode reset by the state machine's ramp. Score: the
-   tool-point error to the target averaged over each episode's last second (reach tasks), mean over episodes.
-4. gap recovered = (e_base,real − e_method) / (e_base,real − e_base,nominal sim): 0 = no better than the base
-   on the real robot, 1 = as good as the base in its own training sim.
+   robot, over one fixed, seeded set of commands, each episode reset by the state machine's ramp. Score: the
+   task's episode return (what the base was trained to maximize), mean over episodes; a physical error of the
+   task is reported next to it (reach: tool-point error, walking: velocity tracking error).
+4. gap recovered = (R_method − R_base,real) / (R_base,nominal − R_base,real): 0 = no better than the base on
+   the real robot, 1 = as good as the base in its own training sim.
 
 Methods, on the x axis by *transitions collected on the "real" robot*:
   no fine-tuning   the base policy as deployed
   residual         ``run_finetune``: base + bounded residual, SAC in its own process, lockstep, UTD ratio
   continued PPO    rsl_rl PPO from the base checkpoint in the vectorized env with the same shift (fixed, all
                    envs), i.e. training the whole policy on the "real" robot; 128 envs × 24 steps per iteration
+
+Phases (``--phase``, each adds its part to ``OUT_DIR/results.json``): base, prior (the same fine-tuning in the
+nominal sim), residual, residual-more, ppo, timing (real-time loop, learner killed), final-eval (exported
+policies on a larger, separate command set), decompose (the base on each part of the shift), report.
 
     .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
         [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
@@ -36,12 +42,16 @@ from pathlib import Path
 
 import numpy as np
 
+# This folder (run as benchmarks/bench_residual.py): the report half of this benchmark.
+from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recovered, write_markdown
+
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
-from robot_rl.learn.residual.finetune import eval_commands, evaluate, parse_shift, run_finetune
+from robot_rl.learn.residual.evaluation import eval_commands, evaluate
+from robot_rl.learn.residual.finetune import parse_shift, run_finetune
 from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
 from robot_rl.learn.residual.scenes import EpisodeSetup, initial_scene
@@ -50,20 +60,7 @@ from robot_rl.policy.onnx_policy import load_policy, read_contract
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
-# The performance every method is scored on: the task's own episode return (what the base was trained to
-# maximize). Shown next to it: a physical error of the task (reach: the tool point's error after the first second).
-METRIC = "return"
 FINAL_EVAL_SEED = 777  # phase final-eval's command set: not the one evaluated during fine-tuning (seed 12345)
-# Fine-tuning runs (``--run-name``) and the comparison, in plot and table order: (results key, label, style).
-RUNS = {"residual": "residual from scratch (ours)",  # the learner's first transition is on the robot
-        "residual_s1": "residual from scratch, seed 1",
-        "residual_sim": "residual started in sim (ours)",  # from a run in the nominal sim, its data as prior
-        "residual_sim_s1": "residual started in sim, seed 1"}
-METHODS = (*((key, label, style) for (key, label), style in zip(RUNS.items(), ("o-", "o:", "d-", "d:"),
-                                                                strict=True)),
-           ("ppo", "continued PPO (full policy)", "s-"))
-SECONDARY = {"reach": ("settled_tip_error_m", "tip error after the first second", 100.0, "cm"),
-             "velocity_tracking": ("vel_error_m_s", "velocity tracking error ‖command − v_xy‖", 1.0, "m/s")}
 
 
 def train_base(task_name: str, minutes: float, out: Path) -> tuple[Path, Path]:
@@ -153,6 +150,24 @@ def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarr
         return evaluate(loop, commands)
     finally:
         robot.close()
+
+
+def shift_parts(shift: RealityShift) -> dict[str, RealityShift]:
+    """Each part of ``shift`` alone, and the whole shift without each part: which part of the gap is which."""
+    nominal = RealityShift()
+    moved = [f.name for f in dataclasses.fields(shift) if getattr(shift, f.name) != getattr(nominal, f.name)]
+    parts = {f"only {name}": dataclasses.replace(nominal, **{name: getattr(shift, name)}) for name in moved}
+    parts |= {f"all but {name}": dataclasses.replace(shift, **{name: getattr(nominal, name)}) for name in moved}
+    return parts
+
+
+def decompose_gap(policy, task, shift: RealityShift, commands: np.ndarray) -> dict:
+    """The base on every :func:`shift_parts` robot (the gap's make-up: parts of a shift need not add up)."""
+    out = {}
+    for name, part in shift_parts(shift).items():
+        out[name] = evaluate_policy(policy, task, part, commands) | {"shift": part.describe()}
+        print(f"[decompose] {name}: return {out[name][METRIC]:.3f}", flush=True)
+    return out
 
 
 def continued_ppo(task, checkpoint: Path, shift: RealityShift, commands: np.ndarray, points: list[int],
@@ -309,173 +324,6 @@ def act_microbench(base_onnx: Path, cfg: ResidualCfg, n: int = 3000) -> dict:
             "base_p99": float(np.percentile(t_b, 99) * 1e6), "residual_p99": float(np.percentile(t_r, 99) * 1e6)}
 
 
-def recovered(e: float, nominal: float, real: float) -> float:
-    return (real - e) / (real - nominal)
-
-
-def first_reaching(curve: list[dict], level: float) -> int | None:
-    return next((c["transitions"] for c in curve if c["recovered"] >= level), None)
-
-
-def plot(results: dict, png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for curve_key, name, style in METHODS:
-        curve = results.get(curve_key, [])
-        if curve:
-            x = [max(c["transitions"], 100) for c in curve]
-            ax1.plot(x, [c["recovered"] for c in curve], style, label=name)
-            ax2.plot(x, [k * c[key] for c in curve], style, label=name)
-    ax1.axhline(0.0, color="gray", ls="--", label="no fine-tuning")
-    ax1.axhline(0.8, color="green", ls=":", label="80 % of the gap")
-    ax2.axhline(k * results["base_real"][key], color="gray", ls="--", label="base on the 'real' robot")
-    ax2.axhline(k * results["base_nominal"][key], color="black", ls="-.", label="base in its training sim")
-    for ax in (ax1, ax2):
-        ax.axvline(20_000, color="black", alpha=0.4, lw=3, label="20k transitions")
-        ax.set_xscale("log")
-        ax.set_xlabel("transitions on the 'real' robot")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    ax1.set_ylabel("fraction of the return gap recovered")
-    ax2.set_ylabel(f"{label} ({unit})")
-    fig.suptitle(f"{results['task']}: 'real' = {results['shift_text']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-
-
-def _fmt_transitions(n: int | None) -> str:
-    return "not reached" if n is None else f"{n:,}"
-
-
-def write_markdown(results: dict, png: Path, path: Path) -> None:
-    key, label, k, unit = SECONDARY[make_task(results["task"]).objective]
-    nom, real = results["base_nominal"], results["base_real"]
-    ppo = results.get("ppo", [])
-    curves = [(label, results[key]) for key, label, _ in METHODS if results.get(key)]
-
-    def at(curve: list[dict], budget: int) -> dict | None:
-        """The first evaluation at or after ``budget`` transitions (episodes end past it by up to one episode)."""
-        return next((c for c in curve if c["transitions"] >= budget), None)
-
-    reach = "success" in nom
-    success = (lambda c: f" {c.get('success', float('nan')):.2f} |") if reach else (lambda c: "")
-
-    lines = [
-        "## Residual off-policy fine-tuning, sim as \"real\" (issue 8)",
-        "",
-        f"Task `{results['task']}`, base policy trained by PPO in the nominal training sim. The \"real\" robot is "
-        f"the same MuJoCo robot shifted beyond the training randomization: {results['shift_text']} (training: kp and "
-        "kd ×0.9–1.1, link masses ×0.9–1.1 with gravity compensated, 0–1 step latency, nominal friction). Every "
-        "method is scored by one harness: deterministic episodes through `DeployRuntime` (safety chain on) on the "
-        f"shifted robot, the same {results['eval_episodes']} seeded commands, each episode reset by the state "
-        "machine's ramp to the default pose. Performance = the task's episode return (the objective the base was "
-        "trained on); **gap recovered** = (R − R_base,real) / (R_base,sim − R_base,real). x = transitions collected "
-        "on the \"real\" robot (evaluation episodes not counted)." + (
-            " Two residual runs: *from scratch* starts on the robot with a zero residual and fresh critics; *started "
-            "in sim* first runs the same fine-tuning in the nominal sim (free: not counted), then starts on the robot "
-            "from those networks with the sim run's buffer as prior data (RLPD's symmetric sampling)."
-            if results.get("residual_sim") else ""),
-        "",
-        f"| | return | gap recovered | {label} ({unit}) |" + (" success (tip < 2 cm at the end) |" if reach else ""),
-        "|---|---:|---:|---:|" + ("---:|" if reach else ""),
-        f"| base in its training sim | {nom['return']:.3f} | 1 (definition) | {k * nom[key]:.2f} |" + success(nom),
-        f"| base on the \"real\" robot, no fine-tuning | {real['return']:.3f} | 0 (definition) | {k * real[key]:.2f} |"
-        + success(real),
-    ]
-    for name, curve in curves:
-        c20 = at(curve, 20_000)
-        for tag, c in (("first evaluation ≥ 20k transitions", c20), ("last point", curve[-1])):
-            if c is not None and (tag == "first evaluation ≥ 20k transitions" or c is not c20):
-                lines.append(f"| {name}, {tag} ({c['transitions']:,}) | {c['return']:.3f} | {c['recovered']:.2f} | "
-                             f"{k * c[key]:.2f} |" + success(c))
-    lines += ["", "| method | gap recovered at 20k transitions | transitions to 50 % | transitions to 80 % |",
-              "|---|---:|---:|---:|", "| no fine-tuning | 0 | never | never |"]
-    for name, curve in curves:
-        c20 = at(curve, 20_000)
-        if c20 is not None:
-            lines.append(f"| {name} | {c20['recovered']:.2f} (at {c20['transitions']:,}) | "
-                         f"{_fmt_transitions(first_reaching(curve, 0.5))} | "
-                         f"{_fmt_transitions(first_reaching(curve, 0.8))} |")
-    final = results.get("final_eval")
-    if final and final.get("runs"):
-        fn, fr = final["base_nominal"], final["base_real"]
-        lines += ["", f"A second look with {final['episodes']} episodes per policy on another command set (seed "
-                  f"{final['seed']}), each exported policy (`--phase final-eval`), the gap re-measured on that set "
-                  f"(base: {fn['return']:.3f} in its training sim, {fr['return']:.3f} on the \"real\" robot):", "",
-                  f"| policy | return | gap recovered | {label} ({unit}) | falls |", "|---|---:|---:|---:|---:|"]
-        for name, c in final["runs"].items():
-            lines.append(f"| {name} | {c['return']:.3f} | {c['recovered']:.2f} | {k * c[key]:.2f} | "
-                         f"{c.get('falls', '')} |")
-    lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
-              f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
-    for name, curve in curves:
-        for c in curve:
-            lines.append(f"| {name} | {c['transitions']:,} | {c['return']:.3f} | {c['recovered']:.2f} | "
-                         f"{k * c[key]:.2f} |")
-    if ppo and "vec_env_return" in nom and "vec_env_return" in ppo[0]:
-        v_nom, v_real = nom["vec_env_return"], real["vec_env_return"]
-        lines += ["", "Continued PPO trains in the vectorized sim with the same shift, where no deploy runtime or "
-                  "safety chain sits between the policy and the motors. Its own yardstick — deterministic return "
-                  f"in that env on the same targets (base: {v_nom:.3f} nominal, {v_real:.3f} shifted):", "",
-                  "| PPO transitions | return in its training env | gap recovered there | return through the runtime "
-                  "on the \"real\" robot |", "|---:|---:|---:|---:|"]
-        for c in ppo:
-            lines.append(f"| {c['transitions']:,} | {c['vec_env_return']:.3f} | "
-                         f"{recovered(c['vec_env_return'], v_nom, v_real):.2f} | {c['return']:.3f} |")
-    for key, label in RUNS.items():
-        run = results.get(f"{key}_run")
-        if not run:
-            continue
-        learner, sync = run["learner"], run["sync"]
-        start = ""
-        if run.get("init_from"):
-            start = (f" Started from the networks of the same fine-tuning run for {run['init_transitions']:,} "
-                     "transitions in the nominal sim (`--phase prior`)" + (
-                         f", whose buffer is also sampled as prior data at {run['prior_fraction']:.0%} of every batch "
-                         "(RLPD)" if run.get("prior") else "") + "; the sim transitions are not counted.")
-        lines += ["", f"Run `{key}` ({label}): α = {run['fraction']} × the action clip, SAC with "
-                  f"{run['critic_norm']} critics, UTD {run['utd']}, 3-step returns{learner_extras(run)}, the learner "
-                  "in its own process (the lockstep sim paces itself to the UTD ratio); "
-                  f"{int(learner['updates']):,} updates, {int(learner['lost'])} transitions lost in the ring, "
-                  f"{sync['syncs']} weight syncs (poll mean {1e6 * sync['sync_mean_s']:.0f} µs, max "
-                  f"{1e6 * sync['sync_max_s']:.0f} µs); wall time {run['wall_s'] / 60:.1f} min on 2 cores shared with "
-                  "other jobs. The exported base + residual is one ONNX file with the base's contract." + start]
-    timing = results.get("timing")
-    if timing:
-        r, b, a, m = (timing["runtime_step_us"], timing["base_only_step_us"], timing["after_kill_step_us"],
-                      timing["act_us"])
-        y, late = timing["sync_poll_us"], timing["lateness_us"]
-        lines += ["", "### Real-time loop with a live learner, the learner SIGKILLed halfway", "",
-                  f"50 Hz `RateLoop` (GC paused, {timing.get('scheduling', 'normal')}) for {timing['ticks']} ticks on "
-                  "the SimRobot; the learner trained on "
-                  f"the loop's transitions ({timing['learner_updates_before_kill']} updates) and was killed at tick "
-                  f"{timing['kill_tick']}. Missed deadlines: **{timing['missed_deadlines']}**; the runtime stayed "
-                  f"`{timing['mode_at_end']}`; the base drove alone on {timing['fallback_ticks']} ticks after the "
-                  f"learner's heartbeat timed out; {timing['syncs']} weight syncs before that.", "",
-                  "| per tick (µs) | p50 | p99 | max |", "|---|---:|---:|---:|",
-                  f"| `runtime.step`, base + residual | {r['p50']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |",
-                  f"| `runtime.step`, base alone (baseline, same states and ticks) | {b['p50']:.0f} | {b['p99']:.0f} | "
-                  f"{b['max']:.0f} |",
-                  f"| `runtime.step`, after the kill (base) | {a['p50']:.0f} | {a['p99']:.0f} | {a['max']:.0f} |",
-                  f"| `ResidualPolicy.act` alone, no learner (exploring) | {m['residual_p50']:.0f} | "
-                  f"{m['residual_p99']:.0f} | |",
-                  f"| base `OnnxPolicy.act` alone (baseline) | {m['base_p50']:.0f} | {m['base_p99']:.0f} | |",
-                  f"| weight-sync poll, inside the residual step ({y['n']} polls) | {y['p50']:.0f} | {y['p99']:.0f} | "
-                  f"{y['max']:.0f} |",
-                  f"| loop wake-up lateness | {late['p50']:.0f} | {late['p99']:.0f} | {late['max']:.0f} |", "",
-                  f"Step time with the residual / base alone, p50, while the learner runs: {r['p50'] / b['p50']:.2f}×; "
-                  f"the policy call alone: {m['residual_p50'] / m['base_p50']:.1f}× "
-                  f"(+{m['residual_p50'] - m['base_p50']:.0f} µs)."]
-    lines += ["", f"Machine: {results.get('machine', '?')}, 2 cores shared with other jobs; single-core speed drifts, "
-              "so compare only figures from one run."]
-    path.write_text("\n".join(lines) + "\n")
-
-
 def add_sac_args(p: argparse.ArgumentParser) -> None:
     """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
     p.add_argument("--utd", type=float, default=2.0)
@@ -483,10 +331,16 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
     p.add_argument("--lr", type=float, default=SACCfg.actor_lr, help="actor, critic and temperature learning rate")
     p.add_argument("--gamma", type=float, default=SACCfg.gamma)
+    p.add_argument("--num-critics", type=int, default=SACCfg.num_critics,
+                   help="critic ensemble size; targets and the actor use the minimum over all of them")
     p.add_argument("--actor-warmup", type=int, default=SACCfg.actor_warmup_updates,
                    help="critic-only updates before the residual first moves")
     p.add_argument("--residual-penalty", type=float, default=SACCfg.residual_penalty,
                    help="× mean squared unit residual in the actor's loss")
+    p.add_argument("--init-log-std", type=float, default=SACCfg.init_log_std,
+                   help="the residual's pre-tanh exploration noise at the start (log σ, unit residual)")
+    p.add_argument("--target-entropy", type=float, default=SACCfg.target_entropy_per_dim,
+                   help="SAC's entropy target per action dimension (unit residual)")
     p.add_argument("--actor-ema", type=float, default=SACCfg.actor_ema_rate,
                    help="rate of an average of the actor's weights, exported next to the last iterate (0: off)")
 
@@ -494,7 +348,9 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
 def sac_cfg(args: argparse.Namespace) -> SACCfg:
     return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
-                  residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema)
+                  residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema,
+                  init_log_std=args.init_log_std, target_entropy_per_dim=args.target_entropy,
+                  num_critics=args.num_critics)
 
 
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
@@ -517,31 +373,12 @@ def open_results(out_dir: Path) -> tuple[dict, Callable[[], None]]:
     return results, save
 
 
-def learner_extras(run: dict) -> str:
-    """The non-default learner settings of a recorded run, as a phrase for the results text."""
-    out = ""
-    if run.get("actor_warmup"):
-        out += f", {run['actor_warmup']:,} critic-only updates before the residual moves"
-    if run.get("residual_penalty"):
-        out += f", residual penalty {run['residual_penalty']:g} × mean squared unit residual in the actor loss"
-    if run.get("lr", SACCfg.actor_lr) != SACCfg.actor_lr:
-        out += f", learning rates {run['lr']:g}"
-    if run.get("gamma", SACCfg.gamma) != SACCfg.gamma:
-        out += f", γ {run['gamma']:g}"
-    if run.get("actor_ema"):
-        out += f", an average of the actor's weights kept at rate {run['actor_ema']:g} per update"
-    if run.get("command_every_s"):
-        out += f", a new command every {run['command_every_s']:g} s in training episodes"
-    if run.get("seed"):
-        out += f", seed {run['seed']}"
-    return out
-
-
 def sac_settings(args: argparse.Namespace) -> dict:
     """What a run's results record of its learner settings."""
     return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
             "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
-            "actor_ema": args.actor_ema}
+            "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
+            "num_critics": args.num_critics}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -562,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(default: 0.8 or the residual's best, whichever is higher)")
     p.add_argument("--phase", default="all",
                    choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "final-eval",
-                            "report"))
+                            "decompose", "report"))
     p.add_argument("--final-eval", nargs="*", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies (a run's policy_residual.onnx) scored on a larger, "
                    "separate command set, with the base on the same set")
@@ -577,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-name", default="residual", choices=tuple(RUNS))
     p.add_argument("--seed", type=int, default=0, help="phase residual: the learner's and the episodes' seed")
     p.add_argument("--command-every-s", type=float, help="training episodes change command this often")
+    p.add_argument("--train-episode-s", type=float, help="length of training episodes (evaluation keeps the task's)")
     p.add_argument("--timing-seconds", type=float, default=20.0)
     add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
@@ -626,13 +464,15 @@ def main(argv: list[str] | None = None) -> int:
                               residual=ResidualCfg(fraction=args.fraction),
                               sac=sac_cfg(args), replay=replay,
                               shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
-                              seed=args.seed, command_every_s=args.command_every_s, eval_every=args.eval_every,
+                              seed=args.seed, command_every_s=args.command_every_s,
+                              train_episode_s=args.train_episode_s, eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes)
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
         results[args.run_name] = curve
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
                                    "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
                                    "seed": args.seed, "command_every_s": args.command_every_s,
+                                   "train_episode_s": args.train_episode_s,
                                    "exported": str(report.exported), "exported_ema": str(report.exported_ema),
                                    "prior": prior,
                                    "prior_fraction": args.prior_fraction if prior else None,
@@ -647,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                               sac=sac_cfg(args), replay=replay,
                               shift=shift, run_dir=args.out_dir / f"{args.run_name}_from_{done}",
                               eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                              resume=str(args.out_dir / args.run_name), seed=args.seed + 1)
+                              resume=str(args.out_dir / args.run_name), seed=args.seed + 1,
+                              train_episode_s=args.train_episode_s)
         results[args.run_name] += [{**e, "transitions": done + e["transitions"],
                                  "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations[1:]]
         results[f"{args.run_name}_run"]["continued"] = {"from": done, "learner": report.learner, "sync": report.sync}
@@ -678,6 +519,15 @@ def main(argv: list[str] | None = None) -> int:
             final["runs"][name] = score
             print(f"[final-eval] {name}: return {score[METRIC]:.3f}, recovered {score['recovered']:.2f}", flush=True)
             save()
+
+    if args.phase == "decompose":  # the base on each part of the shift: where the gap comes from
+        final_commands = eval_commands(task, args.final_eval_episodes, seed=FINAL_EVAL_SEED)
+        base = load_policy(results["base_onnx"], read_contract(results["base_onnx"]))
+        results["decomposition"] = {"episodes": args.final_eval_episodes, "seed": FINAL_EVAL_SEED,
+                                    "nominal": evaluate_policy(base, task, None, final_commands),
+                                    "real": evaluate_policy(base, task, shift, final_commands),
+                                    "parts": decompose_gap(base, task, shift, final_commands)}
+        save()
 
     if args.phase in ("all", "timing"):
         results["timing"] = loop_timing(Path(results["base_onnx"]), task, args.timing_seconds,

@@ -45,11 +45,11 @@ from bench_residual import (
     add_output_args,
     add_sac_args,
     evaluate_policy,
-    learner_extras,
     open_results,
     sac_cfg,
     sac_settings,
 )
+from residual_report import learner_extras
 
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg
 from robot_rl.learn.residual.finetune import parse_shift, run_finetune

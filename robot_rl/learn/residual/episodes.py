@@ -45,7 +45,11 @@ from robot_rl.learn.residual.rewards import StateReward
 
 @dataclass(frozen=True)
 class EpisodeCfg:
-    length_s: float
+    length_s: float  # evaluation episodes (and training ones unless train_length_s is set)
+    # Training (learning) episodes only: shorter ones give a fixed transition budget more resets, so more
+    # commands and starts to learn from (20 s episodes: 20 commands in 20k transitions); the time limit is a
+    # truncation, so the critics bootstrap through it. Evaluation keeps ``length_s``, the task's yardstick.
+    train_length_s: float | None = None
     settle_s: float = 0.0  # damping before re-arming (let a real robot come to rest)
     success_bonus: float = 10.0
     safety_stop_penalty: float = 0.0
@@ -60,6 +64,12 @@ class EpisodeCfg:
     def __post_init__(self) -> None:
         if self.command_every_s is not None and self.command_every_s <= 0:
             raise ValueError(f"command_every_s must be positive, got {self.command_every_s}")
+        if self.train_length_s is not None and self.train_length_s <= 0:
+            raise ValueError(f"train_length_s must be positive, got {self.train_length_s}")
+
+    def length_for(self, learn: bool) -> float:
+        """Seconds of a learning (``learn``) or an evaluation episode."""
+        return self.train_length_s if learn and self.train_length_s is not None else self.length_s
 
 
 @dataclass
@@ -178,7 +188,8 @@ class EpisodeLoop:
         schedule = np.atleast_2d(np.asarray(command, dtype=np.float64))
         if len(schedule) > 1 and cfg.command_every_s is None:
             raise ValueError(f"a schedule of {len(schedule)} commands needs EpisodeCfg.command_every_s")
-        every = max(1, round((cfg.command_every_s or cfg.length_s) / self.period))
+        length_s = cfg.length_for(learn)
+        every = max(1, round((cfg.command_every_s or length_s) / self.period))
         command = schedule[0]
         pushing = self.reward.task.objective == "push"
         if pushing and scene is None:
@@ -190,7 +201,7 @@ class EpisodeLoop:
         self.reward.reset()
         if self.intervention is not None:
             self.intervention.reset()
-        max_ticks = round(cfg.length_s / self.period)
+        max_ticks = round(length_s / self.period)
         tail_ticks = max(1, round(cfg.tail_s / self.period))
         res = EpisodeResult(ended_by="time_limit")
         have_prev = False

@@ -43,8 +43,9 @@ from typing import Literal
 import numpy as np
 
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
-from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, EpisodeResult
-from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups, initial_scene, sample_setups
+from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
+from robot_rl.learn.residual.evaluation import evaluate
+from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
 
@@ -85,43 +86,9 @@ class FinetuneReport:
     reward_terms_dropped: tuple[str, ...] = ()
     ended_by: dict[str, int] = field(default_factory=dict)  # learning episodes, by how they ended
     missed_deadlines: int = 0  # real time: policy deadlines missed during learning episodes
-
-
-def eval_commands(task, n: int, seed: int = EVAL_SEED) -> np.ndarray:
-    """The commands of :func:`eval_setups`' fixed, seeded set, as one array (tasks without scenes)."""
-    return np.array([setup.command for setup in eval_setups(task, n, seed)])
-
-
-def summarize(results: list[EpisodeResult], dt: float = 0.02, success_m: float = 0.02) -> dict:
-    """Means over episodes. ``dt``: policy period; ``success_m``: the reach task's tolerance."""
-    out = {"episodes": len(results), "return": float(np.mean([r.episode_return for r in results])),
-           "ended_by": {k: sum(r.ended_by == k for r in results) for k in {r.ended_by for r in results}}}
-    pushed = [r for r in results if r.final_object_error_m is not None]
-    if pushed:  # push: the task's success criterion at the end, and how far off the cube ended
-        out["success"] = float(np.mean([bool(r.success) for r in pushed]))
-        out["final_object_error_m"] = float(np.mean([r.final_object_error_m for r in pushed]))
-        out["safety_events"] = int(sum(r.safety_events for r in results))
-    vel = [r.vel_error_m_s for r in results if r.vel_error_m_s is not None]
-    if vel:
-        out["vel_error_m_s"] = float(np.mean(vel))
-        out["falls"] = sum(r.ended_by == "failure" for r in results)
-    tails = [r.tail_tip_error_m for r in results if r.tail_tip_error_m is not None]
-    if tails:
-        out["tail_tip_error_m"] = float(np.mean(tails))
-        out["final_tip_error_m"] = float(np.mean([r.final_tip_error_m for r in results]))
-        # after the first second: how fast it gets there and how well it holds, not the distance it started at
-        out["settled_tip_error_m"] = float(np.mean([np.mean(r.tip_errors[round(1.0 / dt):] or r.tip_errors)
-                                                    for r in results]))
-        out["success"] = float(np.mean([r.final_tip_error_m < success_m for r in results]))
-    return out
-
-
-def evaluate(loop: EpisodeLoop, episodes: np.ndarray | list[EpisodeSetup]) -> dict:
-    """Deterministic episodes (no exploration, nothing sent to the learner) over ``episodes``: commands, or
-    :class:`EpisodeSetup` (push tasks: with their scenes)."""
-    setups = [e if isinstance(e, EpisodeSetup) else EpisodeSetup(np.asarray(e)) for e in episodes]
-    return summarize([loop.run_episode(e.command, explore=False, learn=False, scene=e.scene) for e in setups],
-                     loop.period, loop.reward.task.rewards.reach_tolerance_m)
+    # Gradient updates per transition the learner managed (lockstep sim: paced to the asked ratio; real time: what
+    # the learner's machine could do while the robot ran, lower than asked when it cannot keep up).
+    utd_achieved: float | None = None
 
 
 def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
@@ -145,8 +112,9 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                  shift: RealityShift | None = None, run_dir: str | Path | None = None, resume: str | None = None,
                  init_from: str | None = None, eval_every: int = 2500, eval_episodes: int = 8,
                  command_every_s: float | None = None, realtime: bool | None = None, teleop: str | None = None,
-                 episode_length_s: float | None = None, seed: int = 0, domain_id: int | None = None,
-                 network_interface: str | None = None, export: bool = True,
+                 episode_length_s: float | None = None, train_episode_s: float | None = None, seed: int = 0,
+                 domain_id: int | None = None,
+                 network_interface: str | None = None, export: bool = True, learner_threads: int = 1,
                  fifo_priority: int | None = None, log: bool = True) -> FinetuneReport:
     """Fine-tune; returns what happened (the command prints it). See the module docstring."""
     residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
@@ -175,6 +143,13 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
         raise ConfigError("--realtime", "false", "a real robot (or the DDS bridge) runs in real time")
+    if learner_threads < 1:
+        raise ConfigError("--learner-threads", str(learner_threads), "the learner needs at least one thread")
+    try:  # before the learner starts: a refused setting leaves nothing running
+        episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, train_length_s=train_episode_s,
+                             settle_s=0.5 if realtime else 0.0, command_every_s=command_every_s)
+    except ValueError as exc:
+        raise ConfigError("robot-rl finetune", "episode settings", str(exc)) from None
     if replay.prior_path is not None:
         from robot_rl.learn.residual.replay import ReplayBuffer
 
@@ -196,7 +171,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
     learner_cfg = LearnerCfg(state_dim=obs_dim + j, action_dim=j, residual=residual, sac=sac, replay=replay,
-                             run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed)
+                             run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
+                             torch_threads=learner_threads)
     (run_dir / "config.json").write_text(json.dumps({
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
@@ -209,8 +185,6 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     reward = StateReward(task, spec)
     device = _intervention(teleop, spec, task)
     rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
-    episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, settle_s=0.5 if realtime else 0.0,
-                         command_every_s=command_every_s)
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
                        intervention=device)
     report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
@@ -248,7 +222,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                 setup = sample_setups(task, rng, 1)[0]  # push: a layout from the task's sampler, on rng's stream
                 command = setup.command
                 if command_every_s is not None:  # and the commands that follow it, mid-episode
-                    more = math.ceil(episode.length_s / command_every_s) - 1
+                    more = math.ceil(episode.length_for(learn=True) / command_every_s) - 1
                     command = np.vstack([command, *(s.command for s in sample_setups(task, rng, more))])
                 result = loop.run_episode(command, explore=True, learn=True, scene=setup.scene)
                 report.transitions += result.transitions
@@ -267,6 +241,9 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             record("eval", evaluate(loop, evaluation_set))
     finally:
         report.learner = learner.status.summary()
+        trained_on = report.learner["received"] - sac.warmup_transitions
+        if trained_on > 0:
+            report.utd_achieved = report.learner["updates"] / trained_on
         learner.close()
         rob.close()
         progress.close()
@@ -329,9 +306,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              prior: str | None = None,
              prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
              resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
-             eval_episodes: int = 8, command_every_s: float | None = None, teleop: str | None = None,
-             realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
-             domain_id: int | None = None, network_interface: str | None = None) -> int:
+             eval_episodes: int = 8, command_every_s: float | None = None, train_episode_s: float | None = None,
+             teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
+             domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
     Args:
@@ -355,12 +332,16 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         eval_every: transitions between deterministic evaluations.
         eval_episodes: episodes per evaluation (fixed, seeded commands).
         command_every_s: training episodes change command this often (default: one command per episode).
+        train_episode_s: length of training episodes (default: the task's; evaluation always uses the task's).
+            Shorter ones give the same transitions more resets, commands and starts.
         teleop: arm interventions from a device: keyboard, gamepad[:PATH], spacemouse[:PATH].
         realtime: real-time loop (default: on for hardware, off for sim).
         fifo_priority: real time: run the loop under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).
         seed: seed of the learner and of the episode commands.
         domain_id: DDS domain (default: the spec's).
         network_interface: DDS network interface (default: the spec's).
+        learner_threads: torch threads of the learner process (real time: more updates per second where the
+            machine has cores to spare; the control loop keeps its own).
     """
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction)
@@ -372,9 +353,16 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         policy, robot, interface, transitions=transitions, residual=residual_cfg, sac=sac_cfg, replay=replay_cfg,
         shift=parse_shift(shift),
         run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
-        command_every_s=command_every_s, realtime=realtime, teleop=teleop, seed=seed, domain_id=domain_id,
-        network_interface=network_interface, fifo_priority=fifo_priority)
+        command_every_s=command_every_s, train_episode_s=train_episode_s, realtime=realtime, teleop=teleop,
+        seed=seed, domain_id=domain_id, network_interface=network_interface, fifo_priority=fifo_priority,
+        learner_threads=learner_threads)
     print(f"fine-tuned on {report.transitions} transitions ({report.episodes} episodes) → {report.run_dir}")
+    if report.utd_achieved is not None:
+        print(f"learner: {int(report.learner['updates'])} updates, {report.utd_achieved:.2f} per transition "
+              f"(asked {utd:g})")
+        if report.utd_achieved < 0.9 * utd:
+            print("warning: the learner fell behind the robot (fewer updates per transition than asked): give it a "
+                  "faster machine or more --learner-threads, or ask for a lower --utd")
     if report.evaluations:
         first, last = report.evaluations[0], report.evaluations[-1]
         print(f"evaluation return {first['return']:.3f} → {last['return']:.3f}")

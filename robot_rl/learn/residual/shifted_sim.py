@@ -64,6 +64,30 @@ class RealityShift:
         return text
 
 
+def describe_training_ranges(rand: dr.RandomizationCfg) -> str:
+    """The training randomization of the quantities a :class:`RealityShift` moves, as text next to the shift's
+    :meth:`~RealityShift.describe` (so a results page shows how far beyond training the "real" robot is)."""
+
+    def span(r, unit: str = "", times: bool = True) -> str:
+        lo, hi = r
+        if times:
+            return f"×{lo:g}–{hi:g}" if lo != hi else f"×{lo:g}"
+        return f"{lo:+g} to {hi:+g}{unit}" if lo != hi else f"{lo:+g}{unit}"
+
+    parts = [f"kp {span(rand.kp_scale)}" if rand.kp_scale else "nominal kp",
+             f"kd {span(rand.kd_scale)}" if rand.kd_scale else "nominal kd"]
+    if rand.motor_strength:
+        parts.append(f"motor strength {span(rand.motor_strength)}")
+    if rand.base_mass_add_kg:
+        parts.append(f"base mass {span(rand.base_mass_add_kg, ' kg', times=False)} added")
+    if rand.link_mass_scale:
+        parts.append(f"link masses {span(rand.link_mass_scale)}")
+    lat = rand.action_latency_steps
+    parts.append(f"{lat[0]}–{lat[1]} policy steps latency" if lat[0] != lat[1] else f"{lat[0]} policy steps latency")
+    parts.append(f"friction {span(rand.friction_scale)}" if rand.friction_scale else "nominal friction")
+    return ", ".join(parts)
+
+
 def payload_body(model, spec: RobotSpec) -> int:
     """Where a payload goes: the tool body's first ancestor with mass (arms), else the base body."""
     name = spec.sim_model.end_effector_body or spec.sim_model.base_body

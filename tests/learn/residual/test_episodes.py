@@ -95,6 +95,25 @@ def test_a_command_schedule_changes_the_command_mid_episode(setup):
         _loop(setup).run_episode(schedule, explore=True, learn=False)
 
 
+def test_training_episodes_can_be_shorter_than_evaluation_ones(setup):
+    """train_length_s shortens learning episodes only (more resets per transition budget); evaluation keeps the
+    task's length, and the shortened episode still ends as a truncation (the critics bootstrap through it)."""
+    s = setup
+    loop = EpisodeLoop(s.runtime, s.robot, s.policy, StateReward(s.task, s.spec),
+                       EpisodeCfg(length_s=LENGTH_S, train_length_s=0.2), realtime=False, write=s.ring.write)
+    target = np.array([0.5, 0.0, 0.4])
+    train = loop.run_episode(target, explore=True, learn=True)
+    evaluation = loop.run_episode(target, explore=False, learn=False)
+    assert train.ended_by == evaluation.ended_by == "time_limit"
+    assert (train.ticks, train.transitions) == (10, 9)
+    assert evaluation.ticks == TICKS
+    steps = [loop.codec.unpack(r) for r in TransitionRing.attach(s.ring.ref).read()]
+    assert len(steps) == 9 and steps[-1].end and not any(step.terminal for step in steps)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="train_length_s must be positive"):
+            EpisodeCfg(length_s=LENGTH_S, train_length_s=bad)
+
+
 def test_a_safety_stop_ends_the_episode_cleanly_and_the_next_one_rearms(setup):
     s = setup
     bad = ScriptedIntervention(lambda state, cmd, k: HumanInput(action=np.full(7, np.nan)) if k == 10 else HumanInput())

@@ -29,13 +29,15 @@ def test_parse_shift():
         parse_shift("kp=0")
 
 
-@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"]])
+@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"],
+                                 ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
     assert main(["finetune", "--policy", str(panda_base), "--robot", "panda", "--run-dir", str(tmp_path), *bad]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: robot-rl finetune: arguments:") and "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # refused before anything started or was written
 
 
 def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
@@ -61,14 +63,18 @@ def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
 def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_base, tmp_path):
     shift = RealityShift(kp_scale=0.5, payload_kg=2.0, latency_steps=2)
     first = run_finetune(panda_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path / "a",
-                         eval_every=200, eval_episodes=2, episode_length_s=0.5, log=False, **TINY)
+                         eval_every=200, eval_episodes=2, episode_length_s=0.5, train_episode_s=0.3, log=False,
+                         **TINY)
     assert first.transitions >= 300 and first.learner["state"] == "finished"
     assert first.learner["updates"] >= 0.9 * (first.transitions - 50)  # paced to the update-to-data ratio
+    assert 0.9 <= first.utd_achieved <= 1.1  # … and reported as achieved (real time: what the learner kept up with)
     assert first.learner["lost"] == 0 and first.sync["syncs"] > 0
     assert first.evaluations[0]["transitions"] == 0 and first.evaluations[-1]["transitions"] == first.transitions
     assert first.learner["received"] == first.transitions
     lines = [json.loads(x) for x in (tmp_path / "a" / "progress.jsonl").read_text().splitlines()]
     assert sum(x["kind"] == "episode" for x in lines) == first.episodes
+    assert first.transitions <= 14 * first.episodes  # 0.3 s training episodes (15 ticks at 50 Hz)
+    assert all(e["ticks"] == 25 for e in first.evaluations)  # evaluation keeps the 0.5 s length
     assert {"checkpoint.pt", "buffer.npz", "policy_residual.onnx", "config.json"} <= {
         p.name for p in (tmp_path / "a").iterdir()}
     composed = load_policy(first.exported, read_contract(panda_base))
@@ -102,7 +108,8 @@ def test_push_is_refused_over_a_hardware_interface_and_with_a_command_schedule(p
 def test_finetune_on_panda_push_runs_end_to_end(push_base, tmp_path):
     shift = RealityShift(kp_scale=0.5, latency_steps=2, object_friction_scale=1.5)
     report = run_finetune(push_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path,
-                          eval_every=200, eval_episodes=2, episode_length_s=0.5, log=False, **TINY)
+                          eval_every=200, eval_episodes=2, episode_length_s=0.5, train_episode_s=0.3, log=False,
+                         **TINY)
     assert report.transitions >= 300 and report.learner["state"] == "finished"
     assert report.learner["received"] == report.transitions and report.learner["lost"] == 0
     assert report.reward_terms_dropped == ()  # the sim reports the cube: every push term is computed

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from robot_rl.hardware.interface import JointCommand
-from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot, payload_body, shifted_vec_env
+from robot_rl.learn.residual.shifted_sim import (
+    RealityShift,
+    ShiftedSimRobot,
+    describe_training_ranges,
+    payload_body,
+    shifted_vec_env,
+)
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
@@ -18,6 +24,15 @@ def test_shift_values_are_checked():
         RealityShift(kp_scale=0.0)
     with pytest.raises(ValueError, match="payload and latency"):
         RealityShift(latency_steps=-1)
+
+
+def test_training_ranges_are_read_from_the_task_not_written_by_hand():
+    """The results page sets the shift against these: they must be the task's own randomization."""
+    a1 = describe_training_ranges(make_task("a1-flat").randomization)
+    assert "kp ×0.9–1.1" in a1 and "base mass -1 to +3 kg added" in a1 and "friction ×0.4–1" in a1
+    assert "0–1 policy steps latency" in a1
+    push = describe_training_ranges(make_task("panda-push").randomization)
+    assert push == "nominal kp, nominal kd, 0 policy steps latency, nominal friction"
 
 
 def test_shifted_robot_carries_an_uncompensated_payload_weaker_gains_and_latency():
