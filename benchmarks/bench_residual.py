@@ -48,7 +48,7 @@ from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recover
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
 from robot_rl.learn.residual.evaluation import eval_commands, evaluate
 from robot_rl.learn.residual.finetune import parse_shift, run_finetune
@@ -329,7 +329,8 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--utd", type=float, default=2.0)
     p.add_argument("--fraction", type=float, default=0.1)
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
-    p.add_argument("--lr", type=float, default=SACCfg.actor_lr, help="actor, critic and temperature learning rate")
+    p.add_argument("--lr", type=float, help="actor, critic and temperature learning rate (default: the task's, "
+                   "TaskCfg.finetune_lr, else SAC's 3e-4; runs recorded before it existed used 3e-4)")
     p.add_argument("--gamma", type=float, default=SACCfg.gamma)
     p.add_argument("--num-critics", type=int, default=SACCfg.num_critics,
                    help="critic ensemble size; targets and the actor use the minimum over all of them")
@@ -345,7 +346,11 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
                    help="rate of an average of the actor's weights, exported next to the last iterate (0: off)")
 
 
-def sac_cfg(args: argparse.Namespace) -> SACCfg:
+def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
+    """The learner's settings from :func:`add_sac_args`' flags; an unset ``--lr`` becomes the task's (recorded
+    back into ``args`` so the results say which)."""
+    if args.lr is None:
+        args.lr = finetune_lr(task)
     return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
                   residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema,
@@ -443,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase == "prior":  # sim prior data: the same fine-tuning, in the nominal sim (not counted as "real")
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.prior_transitions,
-                              residual=ResidualCfg(fraction=args.fraction), sac=sac_cfg(args), replay=ReplayCfg(),
+                              residual=ResidualCfg(fraction=args.fraction), sac=sac_cfg(args, task), replay=ReplayCfg(),
                               shift=None, run_dir=args.out_dir / "prior_sim", eval_every=0,
                               eval_episodes=args.eval_episodes, export=False, seed=7)
         results["prior_run"] = {"transitions": report.transitions, "wall_s": time.monotonic() - started,
@@ -462,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=sac_cfg(args), replay=replay,
+                              sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
                               seed=args.seed, command_every_s=args.command_every_s,
                               train_episode_s=args.train_episode_s, eval_every=args.eval_every,
@@ -484,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         done = results[args.run_name][-1]["transitions"]
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction),
-                              sac=sac_cfg(args), replay=replay,
+                              sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / f"{args.run_name}_from_{done}",
                               eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                               resume=str(args.out_dir / args.run_name), seed=args.seed + 1,

@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction, learner_timeout_s=args.learner_timeout_s),
-                              sac=sac_cfg(args), replay=ReplayCfg(),
+                              sac=sac_cfg(args, task), replay=ReplayCfg(),
                               shift=shift, run_dir=args.out_dir / args.run_name, eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes, seed=args.seed)
         results[args.run_name] = [{**e, "recovered": recovered(e["success"], nominal, real)}

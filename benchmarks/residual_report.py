@@ -209,8 +209,9 @@ def learner_extras(run: dict) -> str:
         out += f", {run['actor_warmup']:,} critic-only updates before the residual moves"
     if run.get("residual_penalty"):
         out += f", residual penalty {run['residual_penalty']:g} × mean squared unit residual in the actor loss"
-    if run.get("lr", SACCfg.actor_lr) != SACCfg.actor_lr:
-        out += f", learning rates {run['lr']:g}"
+    lr = run.get("lr") or 3e-4  # runs recorded before the setting was (all at 3e-4, the default then)
+    if lr != SACCfg.actor_lr:
+        out += f", learning rates {lr:g}"
     if run.get("gamma", SACCfg.gamma) != SACCfg.gamma:
         out += f", γ {run['gamma']:g}"
     if run.get("init_log_std", SACCfg.init_log_std) != SACCfg.init_log_std:

@@ -85,6 +85,9 @@ class TaskCfg:
     # moves each target at most that far per step from the last one sent, as the chain does on the robot.
     # Without it a policy that jumps pays for one step in training but is clipped for many ticks deployed.
     rate_limit_targets: bool = False
+    # Residual fine-tuning (``robot-rl finetune``): the learning rate measured best for this task's residual;
+    # None: the learner's default (SACCfg). A task fact like its PPO settings, not a robot fact.
+    finetune_lr: float | None = None
     description: str = ""
 
     def __post_init__(self) -> None:

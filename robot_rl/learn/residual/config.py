@@ -67,6 +67,9 @@ class SACCfg:
     batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
 
     def __post_init__(self) -> None:
+        if min(self.actor_lr, self.critic_lr, self.alpha_lr) <= 0:
+            raise ValueError(f"learning rates must be > 0, got actor {self.actor_lr}, critic {self.critic_lr}, "
+                             f"temperature {self.alpha_lr}")
         if self.critic_norm not in ("layernorm", "batchnorm"):
             raise ValueError(f"critic_norm must be 'layernorm' or 'batchnorm', got {self.critic_norm!r}")
         if self.num_critics < 2:
@@ -80,6 +83,12 @@ class SACCfg:
                              f"and {self.residual_penalty}")
         if not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
+
+
+def finetune_lr(task) -> float:
+    """The learning rate a residual run uses on ``task`` unless told otherwise: the task's measured one
+    (``TaskCfg.finetune_lr``), else SAC's default."""
+    return task.finetune_lr if task.finetune_lr is not None else SACCfg.actor_lr
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.evaluation import evaluate
 from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
@@ -91,6 +91,14 @@ class FinetuneReport:
     utd_achieved: float | None = None
 
 
+def policy_task(policy: str | Path):
+    """The task an exported policy was trained on (its contract's provenance)."""
+    from robot_rl.policy.onnx_policy import read_contract
+    from robot_rl.tasks.registry import make_task
+
+    return make_task(read_contract(policy).provenance.task)
+
+
 def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
                network_interface: str | None, scene=None):
     if interface == "sim":
@@ -125,12 +133,11 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     from robot_rl.learn.residual.learner import LearnerProcess
     from robot_rl.learn.residual.rewards import StateReward
     from robot_rl.policy.contract import PolicyContract
-    from robot_rl.policy.onnx_policy import load_policy, read_contract
+    from robot_rl.policy.onnx_policy import load_policy
     from robot_rl.robots.spec import load_robot
-    from robot_rl.tasks.registry import make_task
 
     spec = load_robot(robot)
-    task = make_task(read_contract(policy).provenance.task)
+    task = policy_task(policy)
     if task.robot != spec.name:
         raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
     if task.objective == "push" and interface != "sim":
@@ -301,7 +308,7 @@ def _intervention(teleop: str | None, spec, task):
 
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
-             fraction: float = 0.1, utd: float = 2.0, n_step: int = 3,
+             fraction: float = 0.1, utd: float = 2.0, lr: float | None = None, n_step: int = 3,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
              prior: str | None = None,
              prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
@@ -318,6 +325,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         transitions: policy transitions to collect (evaluation episodes are not counted).
         fraction: residual bound, as a fraction of the contract's action clip (raw action units).
         utd: gradient updates per transition (update-to-data ratio).
+        lr: learning rate of the residual actor, the critics and the temperature (default: the policy's task's
+            measured one, TaskCfg.finetune_lr, else 3e-4).
         n_step: n-step returns.
         critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
         actor_ema: > 0: also export an average of the actor's weights at this rate per update
@@ -343,9 +352,12 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         learner_threads: torch threads of the learner process (real time: more updates per second where the
             machine has cores to spare; the control loop keeps its own).
     """
+    if lr is None:
+        lr = finetune_lr(policy_task(policy))
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction)
-        sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema)
+        sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
+                         alpha_lr=lr)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None

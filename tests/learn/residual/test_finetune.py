@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
-from robot_rl.learn.residual.finetune import parse_shift, run_finetune
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
+from robot_rl.learn.residual.finetune import parse_shift, policy_task, run_finetune
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.policy.onnx_policy import load_policy, read_contract
+from robot_rl.tasks.registry import make_task
 from robot_rl.typed_yaml import ConfigError
 
 TINY = dict(residual=ResidualCfg(hidden=(32, 32)),
@@ -30,7 +31,8 @@ def test_parse_shift():
 
 
 @pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"],
-                                 ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"]])
+                                 ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"],
+                                 ["--lr", "0"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
@@ -38,6 +40,12 @@ def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_pa
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     assert not any(tmp_path.iterdir())  # refused before anything started or was written
+
+
+def test_the_default_learning_rate_is_the_policys_task_measured_one(panda_base):
+    assert policy_task(panda_base).name == "panda-reach"
+    assert finetune_lr(policy_task(panda_base)) == SACCfg.actor_lr  # no measured rate: SAC's default
+    assert finetune_lr(make_task("a1-flat")) == 1e-3  # measured on the A1 benchmark (RESULTS_residual.md)
 
 
 def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
