@@ -67,9 +67,9 @@ class SACCfg:
     batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
 
     def __post_init__(self) -> None:
-        if min(self.actor_lr, self.critic_lr, self.alpha_lr) <= 0:
-            raise ValueError(f"learning rates must be > 0, got actor {self.actor_lr}, critic {self.critic_lr}, "
-                             f"temperature {self.alpha_lr}")
+        if min(self.actor_lr, self.critic_lr) <= 0 or self.alpha_lr < 0:  # alpha_lr 0: a fixed temperature
+            raise ValueError(f"learning rates must be > 0 (the temperature's ≥ 0), got actor {self.actor_lr}, critic "
+                             f"{self.critic_lr}, temperature {self.alpha_lr}")
         if self.critic_norm not in ("layernorm", "batchnorm"):
             raise ValueError(f"critic_norm must be 'layernorm' or 'batchnorm', got {self.critic_norm!r}")
         if self.num_critics < 2:
