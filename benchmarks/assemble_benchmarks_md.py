@@ -20,6 +20,7 @@ SECTIONS = [
     ("Deploy log enqueue cost", "RESULTS_deploy_log.md"),
     ("Behaviour cloning on panda-push", "RESULTS_bc_push.md"),
     ("Residual fine-tuning, sim as real", "RESULTS_residual.md"),
+    ("Residual learner: update cost and real-time UTD", "RESULTS_learner_rate.md"),
 ]
 
 

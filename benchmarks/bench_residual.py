@@ -326,8 +326,8 @@ def act_microbench(base_onnx: Path, cfg: ResidualCfg, n: int = 3000) -> dict:
 
 def add_sac_args(p: argparse.ArgumentParser) -> None:
     """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
-    p.add_argument("--utd", type=float, default=2.0)
-    p.add_argument("--fraction", type=float, default=0.1)
+    p.add_argument("--utd", type=float, default=SACCfg.utd_ratio)
+    p.add_argument("--fraction", type=float, default=ResidualCfg.fraction)
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
     p.add_argument("--lr", type=float, help="actor, critic and temperature learning rate (default: the task's, "
                    "TaskCfg.finetune_lr, else SAC's 3e-4; runs recorded before it existed used 3e-4)")

@@ -79,6 +79,12 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         return next((c for c in curve if c["transitions"] >= budget), None)
 
     reach = "success" in nom
+
+    def score_table(what: str, fraction_name: str, rows: list[tuple[str, dict, float]]) -> list[str]:
+        """One row per scored policy or robot: its return, a fraction of the gap, the task's error, falls."""
+        return [f"| {what} | return | {fraction_name} | {label} ({unit}) | falls |", "|---|---:|---:|---:|---:|",
+                *(f"| {name} | {c[METRIC]:.3f} | {fraction:.2f} | {k * c[key]:.2f} | {c.get('falls', '')} |"
+                  for name, c, fraction in rows)]
     success = (lambda c: f" {c.get('success', float('nan')):.2f} |") if reach else (lambda c: "")
 
     lines = [
@@ -122,21 +128,17 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
         fn, fr = final["base_nominal"], final["base_real"]
         lines += ["", f"A second look with {final['episodes']} episodes per policy on another command set (seed "
                   f"{final['seed']}), each exported policy (`--phase final-eval`), the gap re-measured on that set "
-                  f"(base: {fn['return']:.3f} in its training sim, {fr['return']:.3f} on the \"real\" robot):", "",
-                  f"| policy | return | gap recovered | {label} ({unit}) | falls |", "|---|---:|---:|---:|---:|"]
-        for name, c in final["runs"].items():
-            lines.append(f"| {name} | {c['return']:.3f} | {c['recovered']:.2f} | {k * c[key]:.2f} | "
-                         f"{c.get('falls', '')} |")
+                  f"(base: {fn['return']:.3f} in its training sim, {fr['return']:.3f} on the \"real\" robot):", ""]
+        runs = final["runs"].items()
+        lines += score_table("policy", "gap recovered", [(name, c, c["recovered"]) for name, c in runs])
     parts = results.get("decomposition")
     if parts:
         pn, pr = parts["nominal"][METRIC], parts["real"][METRIC]
         lines += ["", f"Where the gap comes from: the base alone on each part of the shift ({parts['episodes']} "
                   f"commands, seed {parts['seed']}, `--phase decompose`); share = (R_nominal − R) / (R_nominal − "
-                  f"R_real), nominal {pn:.3f}, the whole shift {pr:.3f}:", "",
-                  f"| robot | return | share of the gap | {label} ({unit}) | falls |", "|---|---:|---:|---:|---:|"]
-        for name, c in parts["parts"].items():
-            lines.append(f"| {name} ({c['shift']}) | {c[METRIC]:.3f} | {(pn - c[METRIC]) / (pn - pr):.2f} | "
-                         f"{k * c[key]:.2f} | {c.get('falls', '')} |")
+                  f"R_real), nominal {pn:.3f}, the whole shift {pr:.3f}:", ""]
+        lines += score_table("robot", "share of the gap", [(f"{name} ({c['shift']})", c, (pn - c[METRIC]) / (pn - pr))
+                                                           for name, c in parts["parts"].items()])
     lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
               f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
     for name, curve in curves:

@@ -308,10 +308,11 @@ def _intervention(teleop: str | None, spec, task):
 
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
-             fraction: float = 0.1, utd: float = 2.0, lr: float | None = None, n_step: int = 3,
+             fraction: float = ResidualCfg.fraction, utd: float = SACCfg.utd_ratio, lr: float | None = None,
+             n_step: int = ReplayCfg.n_step,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
              prior: str | None = None,
-             prior_fraction: float = 0.5, shift: str | None = None, run_dir: str | None = None,
+             prior_fraction: float = ReplayCfg.prior_fraction, shift: str | None = None, run_dir: str | None = None,
              resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
              eval_episodes: int = 8, command_every_s: float | None = None, train_episode_s: float | None = None,
              teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
@@ -349,8 +350,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         seed: seed of the learner and of the episode commands.
         domain_id: DDS domain (default: the spec's).
         network_interface: DDS network interface (default: the spec's).
-        learner_threads: torch threads of the learner process (real time: more updates per second where the
-            machine has cores to spare; the control loop keeps its own).
+        learner_threads: torch threads of the learner process (real time: more updates per second only where
+            the machine has idle cores; on cores shared with the control loop they compete with it).
     """
     if lr is None:
         lr = finetune_lr(policy_task(policy))
@@ -374,7 +375,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
               f"(asked {utd:g})")
         if report.utd_achieved < 0.9 * utd:
             print("warning: the learner fell behind the robot (fewer updates per transition than asked): give it a "
-                  "faster machine or more --learner-threads, or ask for a lower --utd")
+                  "faster machine (or --learner-threads where cores are idle), or ask for a lower --utd")
     if report.evaluations:
         first, last = report.evaluations[0], report.evaluations[-1]
         print(f"evaluation return {first['return']:.3f} → {last['return']:.3f}")
