@@ -328,6 +328,8 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
     """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
     p.add_argument("--utd", type=float, default=SACCfg.utd_ratio)
     p.add_argument("--fraction", type=float, default=ResidualCfg.fraction)
+    p.add_argument("--history", type=int, default=ResidualCfg.history,
+                   help="frames (observation ‖ base action) the residual and critics see, newest first")
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
     p.add_argument("--lr", type=float, help="actor, critic and temperature learning rate (default: the task's, "
                    "TaskCfg.finetune_lr, else SAC's 3e-4; runs recorded before it existed used 3e-4)")
@@ -383,7 +385,7 @@ def sac_settings(args: argparse.Namespace) -> dict:
     return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
             "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
             "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
-            "num_critics": args.num_critics}
+            "num_critics": args.num_critics, "history": args.history}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -448,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase == "prior":  # sim prior data: the same fine-tuning, in the nominal sim (not counted as "real")
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.prior_transitions,
-                              residual=ResidualCfg(fraction=args.fraction), sac=sac_cfg(args, task), replay=ReplayCfg(),
+                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
+                              sac=sac_cfg(args, task), replay=ReplayCfg(),
                               shift=None, run_dir=args.out_dir / "prior_sim", eval_every=0,
                               eval_episodes=args.eval_episodes, export=False, seed=7)
         results["prior_run"] = {"transitions": report.transitions, "wall_s": time.monotonic() - started,
@@ -466,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase in ("all", "residual"):
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction),
+                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
                               sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
                               seed=args.seed, command_every_s=args.command_every_s,
@@ -488,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase == "residual-more":  # continue the residual run (resume: its learner state and buffer)
         done = results[args.run_name][-1]["transitions"]
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction),
+                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
                               sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / f"{args.run_name}_from_{done}",
                               eval_every=args.eval_every, eval_episodes=args.eval_episodes,
@@ -517,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                          base_real=evaluate_policy(base, task, shift, final_commands))
             save()
         for item in args.final_eval:
-            name, _, onnx = item.partition("=")
+            name, _, onnx = item.rpartition("=")  # the name may hold "=" (α = 0.15), a path seldom does
             score = evaluate_policy(load_policy(onnx, read_contract(onnx)), task, shift, final_commands)
             score |= {"onnx": onnx, "recovered": recovered(score[METRIC], final["base_nominal"][METRIC],
                                                            final["base_real"][METRIC])}

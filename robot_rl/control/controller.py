@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from robot_rl.hardware.interface import JointCommand, RobotState
-from robot_rl.policy.contract import PolicyContract, check_contract
+from robot_rl.policy.contract import PolicyContract, check_contract, layout_for_policy
 from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.actions import JointPositionAction
@@ -100,7 +100,8 @@ class PolicyController:
         """The controller for a policy trained on ``task`` (its actor observations, commands and action)."""
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
-        return cls(spec, task.actor_obs, task.commands, task.action, policy, check_spec_hash=check_spec_hash)
+        layout = layout_for_policy(task.actor_obs, policy.contract)  # a composed residual's longer history
+        return cls(spec, layout, task.commands, task.action, policy, check_spec_hash=check_spec_hash)
 
     @property
     def last_inputs(self) -> np.ndarray:
@@ -137,6 +138,9 @@ class PolicyController:
         self._builder.reset()
         self._last_action.fill(0.0)
         self.ticks = 0
+        reset_policy = getattr(self.policy, "reset", None)  # a policy with its own memory (a residual's history)
+        if reset_policy is not None:
+            reset_policy()
 
     def step(self, state: RobotState, command: Sequence[float] | np.ndarray | None = None) -> JointCommand:
         """One policy tick. ``command=None`` keeps the last command. Returns the controller-owned command."""

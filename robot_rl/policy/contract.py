@@ -338,6 +338,21 @@ def check_contract(found: PolicyContract, expected: PolicyContract, check_spec_h
         raise ContractMismatch(mismatches)
 
 
+RESIDUAL_NOTE = "residual"  # provenance notes of a base + residual composition (robot_rl.learn.residual.export)
+
+
+def residual_history(contract: PolicyContract) -> int:
+    """Ticks of observations a composed base + residual file looks at (1: this tick's, as any policy)."""
+    note = contract.provenance.notes.get(RESIDUAL_NOTE)
+    return int(note.get("history", 1)) if isinstance(note, dict) else 1
+
+
+def layout_for_policy(layout: ObservationLayout, contract: PolicyContract) -> ObservationLayout:
+    """The task's observation ``layout`` as the file ``contract`` takes it: a residual composed with H ticks
+    of history takes every term with H − 1 more past frames (its contract says so, and is checked in full)."""
+    return layout.with_more_history(residual_history(contract) - 1)
+
+
 def contract_for_task(
     task: TaskCfg, spec: RobotSpec | None = None, provenance: Provenance | None = None
 ) -> PolicyContract:

@@ -12,7 +12,7 @@ then the next term. (Users of other stacks trip over term-major vs time-major; t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -112,6 +112,13 @@ class ObservationLayout:
                 raise ValueError(f"unknown observation term {term.name!r} (known: {', '.join(OBS_TERMS)})")
             if term.history_length < 1:
                 raise ValueError(f"observation term {term.name!r}: history_length must be ≥ 1")
+
+    def with_more_history(self, extra: int) -> ObservationLayout:
+        """Every term keeps ``extra`` more past frames (a composed residual that looks ``extra`` ticks back
+        needs each of those ticks' whole observation, history included)."""
+        if extra < 0:
+            raise ValueError(f"extra history must be ≥ 0 frames, got {extra}")
+        return replace(self, terms=tuple(replace(t, history_length=t.history_length + extra) for t in self.terms))
 
     def term_sizes(self, num_joints: int, num_commands: int, num_actions: int) -> list[int]:
         """Width of one frame of each term."""

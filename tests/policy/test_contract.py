@@ -265,3 +265,16 @@ def test_contract_for_task_uses_the_actor_observations_and_the_task_robot():
     assert contract_for_task(task).spec_hash == A1.spec_hash  # the spec defaults to the task's robot
     with pytest.raises(ValueError, match="task 'a1-flat' is for robot 'a1', got the spec of 'panda'"):
         contract_for_task(task, load_robot("panda"))
+
+
+def test_a_composed_residual_with_history_takes_the_task_layout_with_longer_history():
+    from robot_rl.policy.contract import Provenance, layout_for_policy, residual_history
+
+    plain = _expected()
+    assert residual_history(plain) == 1 and layout_for_policy(LAYOUT, plain) == LAYOUT
+    composed = dataclasses.replace(plain, provenance=Provenance(notes={"residual": {"history": 3}}))
+    longer = layout_for_policy(LAYOUT, composed)
+    assert [t.history_length for t in longer.terms] == [4, 3, 3, 3, 3, 3]  # base_ang_vel kept 2 already
+    assert residual_history(dataclasses.replace(plain, provenance=Provenance(notes={"residual": "odd"}))) == 1
+    with pytest.raises(ValueError, match="≥ 0"):
+        LAYOUT.with_more_history(-1)

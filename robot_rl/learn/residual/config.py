@@ -20,6 +20,10 @@ class ResidualCfg:
 
     fraction: float = 0.1  # α = fraction · contract action clip (raw action units), the same on every joint
     hidden: tuple[int, ...] = (256, 256)  # actor hidden layers (ReLU)
+    # Frames (observation ‖ base action) the residual and its critics see, newest first. 1: this tick's alone.
+    # More: the recent past too, where a shifted robot shows itself (an actuator latency makes the last
+    # observation non-Markov; soft gains or a payload show in how the joints followed the last targets).
+    history: int = 1
     sync_every: int = 10  # control ticks between polls of the learner's latest weights
     learner_timeout_s: float = 2.0  # no learner heartbeat for this long → the actor drives the base alone
 
@@ -28,6 +32,8 @@ class ResidualCfg:
             raise ValueError(f"residual fraction must be in (0, 1] (a share of the action clip), got {self.fraction}")
         if self.sync_every < 1:
             raise ValueError(f"residual sync_every must be ≥ 1 tick, got {self.sync_every}")
+        if self.history < 1:
+            raise ValueError(f"residual history must be ≥ 1 frame, got {self.history}")
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ValueError(f"residual hidden layers must be positive widths, got {self.hidden}")
 
@@ -109,7 +115,7 @@ class ReplayCfg:
 class LearnerCfg:
     """What the learner process needs: network shapes, the algorithm, the buffer, where to save."""
 
-    state_dim: int  # residual input: observation + base action
+    state_dim: int  # residual input: history × (observation + base action)
     action_dim: int
     residual: ResidualCfg = field(default_factory=ResidualCfg)
     sac: SACCfg = field(default_factory=SACCfg)

@@ -177,8 +177,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     if sac.reward_scale is None:  # task reward weights are per second; a step's reward is weight × period
         sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
-    learner_cfg = LearnerCfg(state_dim=obs_dim + j, action_dim=j, residual=residual, sac=sac, replay=replay,
-                             run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
+    learner_cfg = LearnerCfg(state_dim=residual.history * (obs_dim + j), action_dim=j, residual=residual, sac=sac,
+                             replay=replay, run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
                              torch_threads=learner_threads)
     (run_dir / "config.json").write_text(json.dumps({
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
@@ -308,7 +308,8 @@ def _intervention(teleop: str | None, spec, task):
 
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
-             fraction: float = ResidualCfg.fraction, utd: float = SACCfg.utd_ratio, lr: float | None = None,
+             fraction: float = ResidualCfg.fraction, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
+             lr: float | None = None,
              n_step: int = ReplayCfg.n_step,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
              prior: str | None = None,
@@ -325,6 +326,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         interface: sim (in-process MuJoCo, lockstep) or unitree-dds (the robot or `robot-rl bridge`, real time).
         transitions: policy transitions to collect (evaluation episodes are not counted).
         fraction: residual bound, as a fraction of the contract's action clip (raw action units).
+        history: ticks of observations and base actions the residual and its critics see (1: this tick's). More
+            show them the robot's recent response, where latency and soft gains show; the exported file then
+            takes its observation terms with history − 1 more frames.
         utd: gradient updates per transition (update-to-data ratio).
         lr: learning rate of the residual actor, the critics and the temperature (default: the policy's task's
             measured one, TaskCfg.finetune_lr, else 3e-4).
@@ -356,7 +360,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     if lr is None:
         lr = finetune_lr(policy_task(policy))
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
-        residual_cfg = ResidualCfg(fraction=fraction)
+        residual_cfg = ResidualCfg(fraction=fraction, history=history)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
                          alpha_lr=lr)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)

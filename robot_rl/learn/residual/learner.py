@@ -154,7 +154,8 @@ def _checked_checkpoint(cfg: LearnerCfg, path: str) -> dict:
     dims = (data["state_dim"], data["action_dim"], tuple(data["actor_hidden"]))
     if dims != (cfg.state_dim, cfg.action_dim, cfg.residual.hidden):
         raise ValueError(f"checkpoint {path}: residual (state, action, hidden) {dims} differs from this "
-                         f"run's {(cfg.state_dim, cfg.action_dim, cfg.residual.hidden)}")
+                         f"run's {(cfg.state_dim, cfg.action_dim, cfg.residual.hidden)} (the state is history × "
+                         f"(observation + base action): was it trained with another --history?)")
     return data
 
 

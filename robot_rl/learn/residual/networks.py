@@ -6,9 +6,10 @@ same MLP in numpy (REFERENCE.md), and importing torch into the loop process woul
 pool. Learner and loop share one *flat float32 vector* per actor, laid out by :func:`actor_layout`; the
 learner publishes it, the loop copies it into :class:`NumpyActor`, whose weights are views into it.
 
-Actor: state (observation ‖ base action) → ReLU MLP → mean and log σ of a tanh-squashed Gaussian over
-the unit residual r ∈ (−1, 1)ⁿ; the loop scales r by α (see :mod:`robot_rl.learn.residual.config`). The
-mean head starts at ≈ 0, so a fresh residual leaves the base policy's behaviour unchanged.
+Actor: state (observation ‖ base action, for each of the last ``history`` ticks) → ReLU MLP → mean and log σ
+of a tanh-squashed Gaussian over the unit residual r ∈ (−1, 1)ⁿ; the loop scales r by α (see
+:mod:`robot_rl.learn.residual.config`). The mean head starts at ≈ 0, so a fresh residual leaves the base
+policy's behaviour unchanged.
 
 Critics: ReLU MLPs with LayerNorm after every hidden layer (RLPD), or BatchNorm on the input and after
 every hidden layer (CrossQ, which drops the target networks).

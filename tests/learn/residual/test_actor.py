@@ -125,3 +125,50 @@ def test_weights_sync_from_the_board_and_the_base_drives_when_the_learner_goes_s
     finally:
         board.close()
         status.close()
+
+
+def test_history_frames_are_newest_first_and_a_restart_fills_them_with_the_first_frame(base):
+    cfg = ResidualCfg(fraction=0.1, hidden=(16, 16), history=3)
+    policy = ResidualPolicy(base, cfg)
+    f, o = policy.frame_dim, base.contract.obs_dim
+    assert policy.state_dim == 3 * f
+    obs = _observations(5, o)
+    policy.act(obs[0])
+    first = np.concatenate([obs[0][0], base.act(obs[0])]).astype(np.float32)
+    np.testing.assert_array_equal(policy.state.reshape(3, f), np.stack([first] * 3))  # no past yet: repeat
+    for k in (1, 2, 3):
+        policy.act(obs[k])
+    frames = policy.state.reshape(3, f)
+    for slot, k in enumerate((3, 2, 1)):  # newest first
+        np.testing.assert_array_equal(frames[slot, :o], obs[k][0])
+        np.testing.assert_allclose(frames[slot, o:], base.act(obs[k]), atol=0)
+    np.testing.assert_array_equal(policy.base_action, frames[0, o:])  # the view the transition reads
+    policy.reset()
+    policy.act(obs[4])
+    np.testing.assert_array_equal(policy.state.reshape(3, f)[2, :o], obs[4][0])  # the old episode is gone
+
+
+def test_the_controller_restart_resets_the_residual_history(base):
+    spec, task = load_robot("panda"), make_task("panda-reach")
+    policy = ResidualPolicy(base, ResidualCfg(fraction=0.1, hidden=(16, 16), history=2))
+    runtime, robot, _ = _running_runtime(spec, task, policy)
+    try:
+        for _ in range(3):
+            robot.write(runtime.step(robot.read(), robot.sim_time()).command)
+        frames = policy.state.reshape(2, policy.frame_dim)
+        assert not np.array_equal(frames[0], frames[1])  # moving: two different frames
+        runtime.controller.reset()  # what the runtime does when a ramp hands over to the policy
+        assert policy._fresh
+        robot.write(runtime.step(robot.read(), robot.sim_time()).command)
+        frames = policy.state.reshape(2, policy.frame_dim)
+        np.testing.assert_array_equal(frames[0], frames[1])
+    finally:
+        robot.close()
+
+
+def test_a_residual_with_history_refuses_independent_batches(base):
+    policy = ResidualPolicy(base, ResidualCfg(history=2))
+    with pytest.raises(ValueError, match="2 frames of history"):
+        policy.act_batch(np.zeros((4, base.contract.obs_dim), np.float32))
+    with pytest.raises(ValueError, match="history must be ≥ 1"):
+        ResidualCfg(history=0)

@@ -32,7 +32,7 @@ def test_parse_shift():
 
 @pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"],
                                  ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"],
-                                 ["--lr", "0"]])
+                                 ["--lr", "0"], ["--history", "0"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
@@ -103,6 +103,26 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]
     assert np.isfinite(second.evaluations[-1]["return"])
+
+
+def test_finetune_with_history_exports_a_file_the_runtime_deploys(panda_base, tmp_path):
+    """--history 2 end to end: the learner's state is two frames, the export takes the longer observation, the
+    deploy path loads it, and a resume with another history is refused with the reason."""
+    from robot_rl.control.runtime import DeployRuntime
+
+    cfg = dict(TINY, residual=ResidualCfg(hidden=(32, 32), history=2))
+    report = run_finetune(panda_base, "panda", "sim", transitions=120, shift=RealityShift(kp_scale=0.5),
+                          run_dir=tmp_path / "h", eval_every=0, episode_length_s=0.5, log=False, **cfg)
+    assert report.learner["state"] == "finished" and report.learner["updates"] > 0
+    written = read_contract(report.exported)
+    base = read_contract(panda_base)
+    assert written.obs_dim == 2 * base.obs_dim  # every term one frame longer (the base keeps one)
+    assert written.provenance.notes["residual"]["history"] == 2
+    runtime = DeployRuntime.load("panda", report.exported)
+    assert runtime.controller.contract.obs_dim == written.obs_dim
+    with pytest.raises(RuntimeError, match="another --history"):  # from the learner, before any episode
+        run_finetune(panda_base, "panda", "sim", transitions=60, resume=str(tmp_path / "h"), run_dir=tmp_path / "r",
+                     eval_every=0, episode_length_s=0.5, log=False, **TINY)
 
 
 def test_push_is_refused_over_a_hardware_interface_and_with_a_command_schedule(push_base, tmp_path):
