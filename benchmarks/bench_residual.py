@@ -327,6 +327,10 @@ def act_microbench(base_onnx: Path, cfg: ResidualCfg, n: int = 3000) -> dict:
 def add_sac_args(p: argparse.ArgumentParser) -> None:
     """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
     p.add_argument("--utd", type=float, default=SACCfg.utd_ratio)
+    p.add_argument("--algorithm", default=SACCfg.algorithm, choices=("sac", "td3"),
+                   help="td3: a deterministic residual, fixed exploration --explore-std, delayed actor updates")
+    p.add_argument("--explore-std", type=float, default=SACCfg.explore_std,
+                   help="TD3: the loop's pre-tanh exploration noise σ (unit residual)")
     p.add_argument("--fraction", type=float, default=ResidualCfg.fraction)
     p.add_argument("--history", type=int, default=ResidualCfg.history,
                    help="frames (observation ‖ base action) the residual and critics see, newest first")
@@ -357,7 +361,7 @@ def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
                   residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema,
                   init_log_std=args.init_log_std, target_entropy_per_dim=args.target_entropy,
-                  num_critics=args.num_critics)
+                  num_critics=args.num_critics, algorithm=args.algorithm, explore_std=args.explore_std)
 
 
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
@@ -385,7 +389,8 @@ def sac_settings(args: argparse.Namespace) -> dict:
     return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
             "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
             "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
-            "num_critics": args.num_critics, "history": args.history}
+            "num_critics": args.num_critics, "history": args.history, "algorithm": args.algorithm,
+            "explore_std": args.explore_std}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
-from robot_rl.tasks.observations import ObservationLayout
+from robot_rl.tasks.observations import ObservationLayout, with_more_frames
 from robot_rl.typed_yaml import ConfigError, build, to_plain
 
 if TYPE_CHECKING:  # the task module pulls in the simulator side; the deploy runtime need not import it
@@ -159,6 +159,14 @@ class PolicyContract:
     @property
     def obs_dim(self) -> int:
         return self.observation.dim
+
+    def with_more_history(self, extra: int) -> PolicyContract:
+        """This contract with every observation term ``extra`` frames longer: what a base + residual file that
+        looks ``extra`` ticks back takes (:func:`~robot_rl.tasks.observations.with_more_frames`)."""
+        terms = with_more_frames(self.observation.terms, extra)
+        dim = sum(t.size * t.history_length for t in terms)
+        return dataclasses.replace(self, observation=dataclasses.replace(self.observation, terms=terms, dim=dim),
+                                   input=dataclasses.replace(self.input, shape=(self.input.shape[0], dim)))
 
     @classmethod
     def expected_from(

@@ -99,6 +99,16 @@ class ObsTerm:
     history_length: int = 1
 
 
+def with_more_frames(terms: tuple, extra: int) -> tuple:
+    """``terms`` (the task's ``ObsTerm`` or the contract's term records: anything with a ``history_length``),
+    each keeping ``extra`` more past frames. The one rule for the input of a residual composed with history:
+    looking ``extra`` ticks back needs each of those ticks' whole observation, the terms' own history included.
+    The task's layout and the exported contract both lengthen through here, so they cannot disagree."""
+    if extra < 0:
+        raise ValueError(f"extra history must be ≥ 0 frames, got {extra}")
+    return tuple(replace(t, history_length=t.history_length + extra) for t in terms)
+
+
 @dataclass(frozen=True)
 class ObservationLayout:
     """The observation a policy takes, in order. Written into and checked from the policy contract."""
@@ -114,11 +124,8 @@ class ObservationLayout:
                 raise ValueError(f"observation term {term.name!r}: history_length must be ≥ 1")
 
     def with_more_history(self, extra: int) -> ObservationLayout:
-        """Every term keeps ``extra`` more past frames (a composed residual that looks ``extra`` ticks back
-        needs each of those ticks' whole observation, history included)."""
-        if extra < 0:
-            raise ValueError(f"extra history must be ≥ 0 frames, got {extra}")
-        return replace(self, terms=tuple(replace(t, history_length=t.history_length + extra) for t in self.terms))
+        """Every term keeps ``extra`` more past frames (see :func:`with_more_frames`)."""
+        return replace(self, terms=with_more_frames(self.terms, extra))
 
     def term_sizes(self, num_joints: int, num_commands: int, num_actions: int) -> list[int]:
         """Width of one frame of each term."""

@@ -35,8 +35,8 @@ COMMANDS = CommandSpec(("lin_vel_x", "lin_vel_y", "ang_vel_z"), ((-1.0, 1.0), (-
 ACTION = JointPositionAction(scale=0.25, clip=100.0)
 
 
-def _expected() -> PolicyContract:
-    return PolicyContract.expected_from(A1, LAYOUT, COMMANDS, ACTION)
+def _expected(layout: ObservationLayout = LAYOUT) -> PolicyContract:
+    return PolicyContract.expected_from(A1, layout, COMMANDS, ACTION)
 
 
 def _replace(obj, path: str, value):
@@ -278,3 +278,14 @@ def test_a_composed_residual_with_history_takes_the_task_layout_with_longer_hist
     assert residual_history(dataclasses.replace(plain, provenance=Provenance(notes={"residual": "odd"}))) == 1
     with pytest.raises(ValueError, match="≥ 0"):
         LAYOUT.with_more_history(-1)
+
+
+def test_the_lengthened_contract_is_the_contract_of_the_lengthened_layout():
+    """An exported residual's contract (PolicyContract.with_more_history) and the layout the runtime builds for
+    it (ObservationLayout.with_more_history) lengthen by one rule: they describe the same input."""
+    plain = _expected()
+    for extra in (0, 2):
+        longer = plain.with_more_history(extra)
+        assert longer == _expected(layout=LAYOUT.with_more_history(extra))
+        width = LAYOUT.with_more_history(extra).size(A1.num_joints, COMMANDS.size, A1.num_joints)
+        assert longer.input.shape[1] == longer.obs_dim == width

@@ -56,7 +56,7 @@ class ResidualPolicy:
         self.alpha = residual_bound(self.contract, cfg.fraction)
         j, o = self.contract.num_actions, self.contract.obs_dim
         self.frame_dim = o + j  # one frame: observation ‖ base action
-        self.state_dim, self.action_dim = cfg.history * self.frame_dim, j
+        self.state_dim, self.action_dim = cfg.state_dim(o, j), j
         self.actor = NumpyActor(self.state_dim, j, cfg.hidden)
         self.board, self.status = board, status
         self.explore = explore

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 CriticNorm = Literal["layernorm", "batchnorm"]
+Algorithm = Literal["sac", "td3"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class ResidualCfg:
     sync_every: int = 10  # control ticks between polls of the learner's latest weights
     learner_timeout_s: float = 2.0  # no learner heartbeat for this long → the actor drives the base alone
 
+    def state_dim(self, obs_dim: int, num_actions: int) -> int:
+        """Width of the residual's (and its critics') input: ``history`` frames of observation ‖ base action."""
+        return self.history * (obs_dim + num_actions)
+
     def __post_init__(self) -> None:
         if not 0.0 < self.fraction <= 1.0:
             raise ValueError(f"residual fraction must be in (0, 1] (a share of the action clip), got {self.fraction}")
@@ -40,9 +45,13 @@ class ResidualCfg:
 
 @dataclass(frozen=True)
 class SACCfg:
-    """Soft actor-critic over the residual action. ``critic_norm="batchnorm"`` is CrossQ: batch-renormalized
-    critics without target networks, current and next state-actions through one joint forward pass."""
+    """The off-policy learner over the residual action: soft actor-critic (``algorithm="sac"``, the default) or
+    TD3 (``"td3"``: a deterministic residual with fixed exploration noise, target-policy smoothing and delayed
+    actor updates; the same critics, buffer and n-step returns). ``critic_norm="batchnorm"`` is CrossQ:
+    batch-renormalized critics without target networks, current and next state-actions through one joint
+    forward pass."""
 
+    algorithm: Algorithm = "sac"
     critic_hidden: tuple[int, ...] = (256, 256)
     critic_norm: CriticNorm = "layernorm"
     num_critics: int = 2  # clipped double Q: the minimum over the ensemble
@@ -58,7 +67,7 @@ class SACCfg:
     target_entropy_per_dim: float = -1.0  # SAC's usual −|A|
     batch_size: int = 256
     utd_ratio: float = 2.0  # gradient updates per transition received
-    actor_delay: int = 1  # actor (and temperature) update every this many critic updates
+    actor_delay: int | None = None  # actor (and temperature) update every this many critic updates (None: SAC 1, TD3 2)
     warmup_transitions: int = 500  # updates start once the buffer holds this many online transitions
     # Critic-only updates before the actor (and temperature) first move: the residual stays at its start until
     # the critics have fit the data, so its first steps follow a fitted Q instead of a random one's gradient.
@@ -71,6 +80,11 @@ class SACCfg:
     actor_ema_rate: float = 0.0
     init_log_std: float = -1.0  # pre-tanh exploration noise at the start (σ ≈ 0.37)
     batchnorm_momentum: float = 0.01  # CrossQ's running-statistics rate
+    # TD3 only. Noise is pre-tanh, where SAC's lives, so the loop's actor explores both the same way:
+    # r = tanh(μ + σ·ε). 0.2 ≈ 0.2 of the bound around r = 0 and less near it, where tanh flattens.
+    explore_std: float = 0.2  # σ of the loop's exploration (kept in the actor's log σ head, frozen)
+    target_noise: float = 0.2  # σ of the smoothing noise on the target action a' (TD3's 0.2)
+    target_noise_clip: float = 0.5  # that noise clipped to ± this (TD3's 0.5)
 
     def __post_init__(self) -> None:
         if min(self.actor_lr, self.critic_lr) <= 0 or self.alpha_lr < 0:  # alpha_lr 0: a fixed temperature
@@ -89,6 +103,20 @@ class SACCfg:
                              f"and {self.residual_penalty}")
         if not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
+        if self.algorithm not in ("sac", "td3"):
+            raise ValueError(f"algorithm must be 'sac' or 'td3', got {self.algorithm!r}")
+        if self.actor_delay is not None and self.actor_delay < 1:
+            raise ValueError(f"actor_delay must be ≥ 1 update, got {self.actor_delay}")
+        if self.explore_std <= 0 or self.target_noise < 0 or self.target_noise_clip < 0:
+            raise ValueError(f"TD3 noise must be explore_std > 0, target_noise ≥ 0 and target_noise_clip ≥ 0, got "
+                             f"{self.explore_std}, {self.target_noise} and {self.target_noise_clip}")
+
+    @property
+    def actor_period(self) -> int:
+        """Critic updates per actor update: ``actor_delay``, else each algorithm's usual (SAC 1, TD3 2)."""
+        if self.actor_delay is not None:
+            return self.actor_delay
+        return 2 if self.algorithm == "td3" else 1
 
 
 def finetune_lr(task) -> float:

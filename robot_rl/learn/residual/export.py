@@ -82,15 +82,6 @@ def history_index(contract: PolicyContract, history: int) -> np.ndarray:
     return index
 
 
-def composed_contract(contract: PolicyContract, history: int) -> PolicyContract:
-    """The base's contract with every observation term ``history − 1`` frames longer."""
-    terms = tuple(dataclasses.replace(t, history_length=t.history_length + history - 1)
-                  for t in contract.observation.terms)
-    dim = sum(t.size * t.history_length for t in terms)
-    return dataclasses.replace(contract, observation=dataclasses.replace(contract.observation, terms=terms, dim=dim),
-                               input=dataclasses.replace(contract.input, shape=(contract.input.shape[0], dim)))
-
-
 def check_batch_dimension(graph, history: int) -> None:
     """A residual with history runs the base graph on ``history`` observations as one batch: its input's batch
     dimension must be dynamic (ours always is; a foreign file may fix it)."""
@@ -182,7 +173,7 @@ def export_residual(base_path: str | Path, flat: np.ndarray, cfg: ResidualCfg, p
         base_in = "base/" + obs
         _rename(graph, obs, base_in)  # the base's nodes now read the batch of H observations
         before, after, inits, state, base_now = history_input_nodes(contract, cfg.history, obs, base_in, base_out)
-        written_obs = composed_contract(contract, cfg.history)
+        written_obs = contract.with_more_history(cfg.history - 1)
         graph.input[0].type.tensor_type.shape.dim[1].dim_value = written_obs.obs_dim
     head, head_inits = residual_graph_nodes(flat, policy, state, base_now, out)
     base_nodes = list(graph.node)

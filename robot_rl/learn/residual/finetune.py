@@ -130,7 +130,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     from robot_rl.control.loop_timing import realtime_context
     from robot_rl.control.runtime import DeployRuntime
     from robot_rl.learn.residual.actor import ResidualPolicy
-    from robot_rl.learn.residual.learner import LearnerProcess
+    from robot_rl.learn.residual.learner import ERROR_LOG, LearnerProcess
     from robot_rl.learn.residual.rewards import StateReward
     from robot_rl.policy.contract import PolicyContract
     from robot_rl.policy.onnx_policy import load_policy
@@ -177,7 +177,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     if sac.reward_scale is None:  # task reward weights are per second; a step's reward is weight × period
         sac = dataclasses.replace(sac, reward_scale=1.0 / spec.timing.policy_period_s)
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
-    learner_cfg = LearnerCfg(state_dim=residual.history * (obs_dim + j), action_dim=j, residual=residual, sac=sac,
+    learner_cfg = LearnerCfg(state_dim=residual.state_dim(obs_dim, j), action_dim=j, residual=residual, sac=sac,
                              replay=replay, run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
                              torch_threads=learner_threads)
     (run_dir / "config.json").write_text(json.dumps({
@@ -213,7 +213,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     started = time.monotonic()
     try:
         if not learner.wait_ready():
-            log_file = run_dir / "learner_error.txt"
+            log_file = run_dir / ERROR_LOG
             why = log_file.read_text().strip().splitlines()[-1] if log_file.is_file() else "no error log"
             raise RuntimeError(f"the learner did not start: {why} (full traceback: {log_file})")
         if not realtime:
@@ -260,7 +260,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         from robot_rl.learn.residual.export import export_residual
         from robot_rl.learn.residual.learner import read_checkpoint
 
-        notes = {"transitions": report.transitions, "run_dir": str(run_dir)}
+        notes = {"transitions": report.transitions, "run_dir": str(run_dir), "algorithm": sac.algorithm}
         ema = None
         if sac.actor_ema_rate > 0 and (run_dir / "checkpoint.pt").is_file():
             ema = read_checkpoint(run_dir).get("actor_ema_flat")
@@ -309,8 +309,8 @@ def _intervention(teleop: str | None, spec, task):
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
              fraction: float = ResidualCfg.fraction, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
-             lr: float | None = None,
-             n_step: int = ReplayCfg.n_step,
+             lr: float | None = None, algorithm: Literal["sac", "td3"] = SACCfg.algorithm,
+             explore_std: float = SACCfg.explore_std, n_step: int = ReplayCfg.n_step,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
              prior: str | None = None,
              prior_fraction: float = ReplayCfg.prior_fraction, shift: str | None = None, run_dir: str | None = None,
@@ -332,6 +332,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         utd: gradient updates per transition (update-to-data ratio).
         lr: learning rate of the residual actor, the critics and the temperature (default: the policy's task's
             measured one, TaskCfg.finetune_lr, else 3e-4).
+        algorithm: sac (soft actor-critic) or td3 (a deterministic residual with fixed exploration noise,
+            target smoothing and an actor update every second critic update).
+        explore_std: td3: the exploration noise σ the loop adds before the residual's tanh.
         n_step: n-step returns.
         critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
         actor_ema: > 0: also export an average of the actor's weights at this rate per update
@@ -362,7 +365,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction, history=history)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
-                         alpha_lr=lr)
+                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None

@@ -2,7 +2,7 @@
 
     loop process                                 learner process (spawned: a fresh interpreter)
     ResidualPolicy ── TransitionRing (shm) ───►  n-step fold → online buffer (+ prior, interventions)
-          ▲                                      SAC updates, utd_ratio per transition received
+          ▲                                      SAC / TD3 updates, utd_ratio per transition
           └──────── WeightBoard (shm) ◄────────  actor weights, every publish_every_updates
                     LearnerStatus (shm) ◄──────  heartbeat, counters, state; the loop's stop request
 
@@ -43,20 +43,22 @@ def _learner_main(cfg: LearnerCfg, ring_ref: BlockRef, board_ref: BlockRef, stat
         _run(cfg, TransitionRing.attach(ring_ref), WeightBoard.attach(board_ref), status, parent_pid)
         status.cells[LearnerStatus.STATE] = LearnerStatus.FINISHED
     except BaseException:
+        if cfg.run_dir is not None:  # whole, and before the state: the loop reads it as soon as it sees FAILED
+            tmp = Path(cfg.run_dir, ERROR_LOG + ".tmp")
+            tmp.write_text(traceback.format_exc())
+            tmp.replace(tmp.with_name(ERROR_LOG))
         status.cells[LearnerStatus.STATE] = LearnerStatus.FAILED
-        if cfg.run_dir is not None:
-            Path(cfg.run_dir, ERROR_LOG).write_text(traceback.format_exc())
         raise
 
 
 def _run(cfg: LearnerCfg, ring: TransitionRing, board: WeightBoard, status: LearnerStatus, parent_pid: int) -> None:
     import torch
 
-    from robot_rl.learn.residual.sac import SAC
+    from robot_rl.learn.residual.td3 import build_learner
 
     torch.set_num_threads(cfg.torch_threads)
     sac_cfg, rep = cfg.sac, cfg.replay
-    sac = SAC(sac_cfg, cfg.state_dim, cfg.action_dim, cfg.residual.hidden, seed=cfg.seed)
+    sac = build_learner(sac_cfg, cfg.state_dim, cfg.action_dim, cfg.residual.hidden, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     codec = StepCodec(cfg.state_dim, cfg.action_dim)
     folder = NStepFolder(rep.n_step, sac_cfg.gamma)

@@ -1,7 +1,7 @@
 """Soft actor-critic over the unit residual, with LayerNorm critics and target networks (RLPD-style) or
 BatchNorm critics without target networks (CrossQ).
 
-One :meth:`SAC.update` is one gradient step of the critics and, every ``actor_delay`` steps, of the actor
+One :meth:`SAC.update` is one gradient step of the critics and, every ``actor_period`` steps, of the actor
 and the temperature. Targets use the n-step reward and discount the replay buffer stored:
 
     y = R + discount · (min_k Q̄_k(s', a') − α log π(a'|s')),    a' ~ π(·|s')
@@ -58,10 +58,9 @@ class SAC:
         r = torch.from_numpy(batch["reward"]) * (self.cfg.reward_scale or 1.0)
         s2 = torch.from_numpy(batch["next_state"])
         discount = torch.from_numpy(batch["discount"])
-        alpha = self.log_alpha.exp().detach()
 
         with torch.no_grad():
-            a2, logp2 = self.actor.sample(s2)
+            a2, bonus2 = self._next_action(s2)
         if self.crossq:
             self.critics.train()
             q_both = self.critics(torch.cat([s, s2]), torch.cat([a, a2]))
@@ -70,7 +69,7 @@ class SAC:
             q = self.critics(s, a)
             with torch.no_grad():
                 q_next = self.target(s2, a2)
-        y = r + discount * (q_next.min(dim=0).values - alpha * logp2)
+        y = r + discount * (q_next.min(dim=0).values + bonus2)
         critic_loss = ((q - y.detach()) ** 2).mean(dim=1).sum()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -78,35 +77,45 @@ class SAC:
         self.updates += 1
         info = {"critic_loss": float(critic_loss.item()), "q_mean": float(q.mean().item())}
 
-        if self.updates % self.cfg.actor_delay == 0 and self.updates > self.cfg.actor_warmup_updates:
+        if self.updates % self.cfg.actor_period == 0 and self.updates > self.cfg.actor_warmup_updates:
             if self.crossq:
                 self.critics.eval()  # the actor's batches must not move the running statistics
             self.critics.requires_grad_(False)
-            action, logp = self.actor.sample(s)
-            q_pi = self.critics(s, action).min(dim=0).values
-            actor_loss = (alpha * logp - q_pi).mean()
-            if self.cfg.residual_penalty:
-                actor_loss = actor_loss + self.cfg.residual_penalty * action.pow(2).sum(-1).mean()
-            self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.actor_opt.step()
+            info |= self._actor_step(s)
+            self.critics.requires_grad_(True)
             if self.actor_ema is not None:
                 with torch.no_grad():
                     for p, e in zip(self.actor.parameters(), self.actor_ema.parameters(), strict=True):
                         e.lerp_(p, self.cfg.actor_ema_rate)
-            self.critics.requires_grad_(True)
-            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_opt.step()
-            info |= {"actor_loss": float(actor_loss.item()), "entropy": float(-logp.mean().item()),
-                     "alpha": self.alpha}
 
         if self.target is not None:
             with torch.no_grad():
                 for p, tp in zip(self.critics.parameters(), self.target.parameters(), strict=True):
                     tp.lerp_(p, self.cfg.tau)
         return info
+
+    def _next_action(self, s2):
+        """The target's next action a' and the term added to min Q̄(s', a'): SAC's −α log π(a'|s')."""
+        a2, logp2 = self.actor.sample(s2)
+        return a2, -self.log_alpha.exp() * logp2
+
+    def _residual_penalty(self, action):
+        return self.cfg.residual_penalty * action.pow(2).sum(-1).mean() if self.cfg.residual_penalty else 0.0
+
+    def _actor_step(self, s) -> dict[str, float]:
+        """One step of the actor (on critics that hold still) and of the temperature."""
+        alpha = self.log_alpha.exp().detach()
+        action, logp = self.actor.sample(s)
+        q_pi = self.critics(s, action).min(dim=0).values
+        actor_loss = (alpha * logp - q_pi).mean() + self._residual_penalty(action)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+        return {"actor_loss": float(actor_loss.item()), "entropy": float(-logp.mean().item()), "alpha": self.alpha}
 
     # -- checkpoints ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -117,11 +126,15 @@ class SAC:
             "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
             "updates": self.updates, "critic_norm": self.cfg.critic_norm,
             "actor_ema": None if self.actor_ema is None else self.actor_ema.state_dict(),
+            "algorithm": self.cfg.algorithm,
         }
 
     def load_weights(self, state: dict, source: str = "checkpoint") -> None:
         """The networks and the temperature of ``state`` (a :meth:`state_dict`), not the optimizers or counts:
         a warm start (e.g. from a run in sim) that then learns as a fresh run would."""
+        if state.get("algorithm", "sac") != self.cfg.algorithm:
+            raise ValueError(f"{source}: trained by {state.get('algorithm', 'sac')!r}, this run uses "
+                             f"{self.cfg.algorithm!r}")
         if state.get("critic_norm") != self.cfg.critic_norm:
             raise ValueError(f"{source}: critics use {state.get('critic_norm')!r} normalization, this run "
                              f"{self.cfg.critic_norm!r}")

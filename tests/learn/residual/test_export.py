@@ -11,7 +11,7 @@ from robot_rl.control.state_machine import ControllerMode
 from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.learn.residual.actor import ResidualPolicy, residual_bound
 from robot_rl.learn.residual.config import ResidualCfg
-from robot_rl.learn.residual.export import composed_contract, export_residual, history_index, sequence_observations
+from robot_rl.learn.residual.export import export_residual, history_index, sequence_observations
 from robot_rl.policy.contract import PolicyContract, check_contract, contract_for_task
 from robot_rl.policy.onnx_policy import ContractMismatch, PolicyLoadError, load_policy, read_contract
 from robot_rl.robots.spec import load_robot
@@ -78,7 +78,7 @@ def test_history_index_cuts_each_past_base_observation_out_of_the_longer_one():
                                 ObsTerm("last_action", history_length=2)))
     base = PolicyContract.expected_from(load_robot("a1"), layout, task.commands, task.action)
     for history in (2, 4):
-        composed = composed_contract(base, history)
+        composed = base.with_more_history(history - 1)
         assert [t.history_length for t in composed.observation.terms] == [3 + history - 1, history, 1 + history]
         base_obs, obs = sequence_observations(base, composed, 9, np.random.default_rng(history))
         index = history_index(base, history)

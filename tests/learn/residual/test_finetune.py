@@ -32,7 +32,7 @@ def test_parse_shift():
 
 @pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"],
                                  ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"],
-                                 ["--lr", "0"], ["--history", "0"]])
+                                 ["--lr", "0"], ["--history", "0"], ["--algorithm", "td3", "--explore-std", "0"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
@@ -122,6 +122,29 @@ def test_finetune_with_history_exports_a_file_the_runtime_deploys(panda_base, tm
     assert runtime.controller.contract.obs_dim == written.obs_dim
     with pytest.raises(RuntimeError, match="another --history"):  # from the learner, before any episode
         run_finetune(panda_base, "panda", "sim", transitions=60, resume=str(tmp_path / "h"), run_dir=tmp_path / "r",
+                     eval_every=0, episode_length_s=0.5, log=False, **TINY)
+
+
+def test_finetune_with_td3_trains_a_deterministic_residual_and_exports_it(panda_base, tmp_path):
+    """--algorithm td3 end to end: the loop explores with the learner's fixed σ, the learner checkpoints as TD3,
+    the exported file deploys, and a SAC resume of it is refused before any episode."""
+    import torch
+
+    from robot_rl.control.runtime import DeployRuntime
+
+    sac = dataclasses.replace(TINY["sac"], algorithm="td3", explore_std=0.25)
+    report = run_finetune(panda_base, "panda", "sim", transitions=120, shift=RealityShift(kp_scale=0.5),
+                          run_dir=tmp_path / "t", eval_every=0, episode_length_s=0.5, log=False,
+                          residual=TINY["residual"], sac=sac)
+    assert report.learner["state"] == "finished" and report.learner["updates"] > 0
+    ckpt = torch.load(tmp_path / "t" / "checkpoint.pt", weights_only=False)
+    assert ckpt["sac"]["algorithm"] == "td3" and ckpt["sac"]["target_actor"] is not None
+    assert np.allclose(ckpt["sac"]["actor"]["log_std.bias"].numpy(), np.log(0.25))  # what the loop explored with
+    written = read_contract(report.exported)
+    assert written.provenance.notes["residual"]["algorithm"] == "td3"
+    assert DeployRuntime.load("panda", report.exported).controller.contract.obs_dim == read_contract(panda_base).obs_dim
+    with pytest.raises(RuntimeError, match="trained by 'td3'"):
+        run_finetune(panda_base, "panda", "sim", transitions=60, resume=str(tmp_path / "t"), run_dir=tmp_path / "r",
                      eval_every=0, episode_length_s=0.5, log=False, **TINY)
 
 
