@@ -335,6 +335,8 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", type=int, default=ResidualCfg.history,
                    help="frames (observation ‖ base action) the residual and critics see, newest first")
     p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
+    p.add_argument("--critic-dropout", type=float, default=SACCfg.critic_dropout,
+                   help="dropout in the critics (DroQ: 0.01, with a high --utd)")
     p.add_argument("--lr", type=float, help="actor, critic and temperature learning rate (default: the task's, "
                    "TaskCfg.finetune_lr, else SAC's 3e-4; runs recorded before it existed used 3e-4)")
     p.add_argument("--gamma", type=float, default=SACCfg.gamma)
@@ -361,7 +363,8 @@ def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
                   residual_penalty=args.residual_penalty, actor_ema_rate=args.actor_ema,
                   init_log_std=args.init_log_std, target_entropy_per_dim=args.target_entropy,
-                  num_critics=args.num_critics, algorithm=args.algorithm, explore_std=args.explore_std)
+                  num_critics=args.num_critics, algorithm=args.algorithm, explore_std=args.explore_std,
+                  critic_dropout=args.critic_dropout)
 
 
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
@@ -390,7 +393,7 @@ def sac_settings(args: argparse.Namespace) -> dict:
             "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
             "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
             "num_critics": args.num_critics, "history": args.history, "algorithm": args.algorithm,
-            "explore_std": args.explore_std}
+            "explore_std": args.explore_std, "critic_dropout": args.critic_dropout}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,7 @@ class SACCfg:
     critic_hidden: tuple[int, ...] = (256, 256)
     critic_norm: CriticNorm = "layernorm"
     num_critics: int = 2  # clipped double Q: the minimum over the ensemble
+    critic_dropout: float = 0.0  # > 0: DroQ (0.01 there), for high utd_ratio; targets and the actor see it too
     gamma: float = 0.97
     # × every reward at update time. None: 1 / policy period (finetune fills it in), i.e. rewards per second,
     # the unit the task's reward weights are written in, so Q values and the entropy term have sane sizes.
@@ -92,6 +93,8 @@ class SACCfg:
                              f"{self.critic_lr}, temperature {self.alpha_lr}")
         if self.critic_norm not in ("layernorm", "batchnorm"):
             raise ValueError(f"critic_norm must be 'layernorm' or 'batchnorm', got {self.critic_norm!r}")
+        if not 0.0 <= self.critic_dropout < 1.0:
+            raise ValueError(f"critic_dropout must be in [0, 1), got {self.critic_dropout}")
         if self.num_critics < 2:
             raise ValueError(f"num_critics must be ≥ 2 (clipped double Q), got {self.num_critics}")
         if self.utd_ratio <= 0:

@@ -311,7 +311,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              fraction: float = ResidualCfg.fraction, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
              lr: float | None = None, algorithm: Literal["sac", "td3"] = SACCfg.algorithm,
              explore_std: float = SACCfg.explore_std, n_step: int = ReplayCfg.n_step,
-             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm", actor_ema: float = 0.0,
+             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm",
+             critic_dropout: float = SACCfg.critic_dropout, actor_ema: float = 0.0,
              prior: str | None = None,
              prior_fraction: float = ReplayCfg.prior_fraction, shift: str | None = None, run_dir: str | None = None,
              resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
@@ -337,6 +338,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         explore_std: td3: the exploration noise σ the loop adds before the residual's tanh.
         n_step: n-step returns.
         critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
+        critic_dropout: dropout in the critics (DroQ: 0.01 with layernorm, for a high --utd).
         actor_ema: > 0: also export an average of the actor's weights at this rate per update
             (policy_residual_ema.onnx, next to the last iterate).
         prior: an .npz of prior transitions (a previous run's buffer.npz), sampled at prior_fraction.
@@ -365,7 +367,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction, history=history)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
-                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std)
+                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std,
+                         critic_dropout=critic_dropout)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None

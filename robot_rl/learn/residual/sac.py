@@ -30,7 +30,7 @@ class SAC:
         self.cfg = cfg
         self.actor = build_actor(state_dim, action_dim, actor_hidden, cfg.init_log_std)
         self.critics = build_critics(state_dim, action_dim, cfg.critic_hidden, cfg.num_critics, cfg.critic_norm,
-                                     cfg.batchnorm_momentum)
+                                     cfg.batchnorm_momentum, cfg.critic_dropout)
         self.crossq = cfg.critic_norm == "batchnorm"
         self.target = None
         if not self.crossq:
