@@ -21,7 +21,8 @@ Methods, on the x axis by *transitions collected on the "real" robot*:
 
 Phases (``--phase``, each adds its part to ``OUT_DIR/results.json``): base, prior (the same fine-tuning in the
 nominal sim), residual, residual-more, ppo, timing (real-time loop, learner killed), final-eval (exported
-policies on a larger, separate command set), decompose (the base on each part of the shift), report.
+policies on a larger, separate command set), decompose (the base on each part of the shift), ceiling (another
+policy's correction of the base clipped to the residual's bound: what that bound leaves reachable), report.
 
     .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
         [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
@@ -43,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 # This folder (run as benchmarks/bench_residual.py): the report half of this benchmark.
+from residual_ceiling import bounded_ceiling
 from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recovered, write_markdown
 
 from robot_rl.control.controller import PolicyController
@@ -414,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(default: 0.8 or the residual's best, whichever is higher)")
     p.add_argument("--phase", default="all",
                    choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "final-eval",
-                            "decompose", "report"))
+                            "decompose", "ceiling", "report"))
     p.add_argument("--final-eval", nargs="*", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies (a run's policy_residual.onnx) scored on a larger, "
                    "separate command set, with the base on the same set")
@@ -430,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="phase residual: the learner's and the episodes' seed")
     p.add_argument("--command-every-s", type=float, help="training episodes change command this often")
     p.add_argument("--train-episode-s", type=float, help="length of training episodes (evaluation keeps the task's)")
+    p.add_argument("--ceiling-onnx", type=Path, help="phase ceiling: the policy whose correction of the base is "
+                   "clipped (e.g. continued PPO's ppo/ppo_N.onnx)")
+    p.add_argument("--ceiling-name", default="continued PPO", help="phase ceiling: what --ceiling-onnx is")
+    p.add_argument("--ceiling-fractions", type=float, nargs="+", default=[0.1, 0.2, 0.4, math.inf],
+                   help="phase ceiling: bounds, as fractions of the action clip (inf: unclipped)")
     p.add_argument("--timing-seconds", type=float, default=20.0)
     add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
@@ -543,6 +550,22 @@ def main(argv: list[str] | None = None) -> int:
                                     "nominal": evaluate_policy(base, task, None, final_commands),
                                     "real": evaluate_policy(base, task, shift, final_commands),
                                     "parts": decompose_gap(base, task, shift, final_commands)}
+        save()
+
+    if args.phase == "ceiling":  # on the final-eval commands: what a residual at each bound could reach
+        final = results.get("final_eval")
+        if not args.ceiling_onnx or not final or final.get("episodes") != args.final_eval_episodes:
+            raise SystemExit("--phase ceiling needs --ceiling-onnx and a --phase final-eval with the same "
+                             "--final-eval-episodes first (its base scores are the yardstick)")
+        final_commands = eval_commands(task, args.final_eval_episodes, seed=FINAL_EVAL_SEED)
+        base = load_policy(results["base_onnx"], read_contract(results["base_onnx"]))
+        other = load_policy(str(args.ceiling_onnx), read_contract(args.ceiling_onnx))
+        parts = bounded_ceiling(base, other, args.ceiling_fractions,
+                                lambda policy: evaluate_policy(policy, task, shift, final_commands))
+        for score in parts.values():
+            score["recovered"] = recovered(score[METRIC], final["base_nominal"][METRIC], final["base_real"][METRIC])
+        results["ceiling"] = {"onnx": str(args.ceiling_onnx), "name": args.ceiling_name, "episodes":
+                              args.final_eval_episodes, "seed": FINAL_EVAL_SEED, "fractions": parts}
         save()
 
     if args.phase in ("all", "timing"):

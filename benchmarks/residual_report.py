@@ -139,6 +139,19 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
                   f"R_real), nominal {pn:.3f}, the whole shift {pr:.3f}:", ""]
         lines += score_table("robot", "share of the gap", [(f"{name} ({c['shift']})", c, (pn - c[METRIC]) / (pn - pr))
                                                            for name, c in parts["parts"].items()])
+    ceiling = results.get("ceiling")
+    if ceiling:
+        fin = results["final_eval"]
+        lines += ["", f"What a residual at each bound could reach (`--phase ceiling`, the same {ceiling['episodes']} "
+                  f"commands, seed {ceiling['seed']}): the base plus the correction of {ceiling['name']} "
+                  f"(`{ceiling['onnx']}`), clipped per joint to α = fraction × the action clip — a policy a residual "
+                  "at that bound can represent exactly, so a lower bound on the best one; ∞ is that policy itself. "
+                  f"Base: {fin['base_nominal'][METRIC]:.3f} in its training sim, {fin['base_real'][METRIC]:.3f} on "
+                  "the \"real\" robot.", ""]
+        rows = [(f"α = {'∞' if c['fraction'] == float('inf') else format(c['fraction'], 'g') + ' × clip'} "
+                 f"(clip acts on {c['clipped_share']:.0%} of joint-ticks; mean |correction| "
+                 f"{c['correction_mean_abs']:.2f})", c, c["recovered"]) for c in ceiling["fractions"].values()]
+        lines += score_table("bound", "gap recovered", rows)
     lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
               f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
     for name, curve in curves:

@@ -44,3 +44,43 @@ def test_loop_timing_on_the_a1_survives_the_learner_kill():
     assert timing["mode_at_end"] == "running"  # the base kept walking after the kill
     assert timing["fallback_ticks"] > 0  # … alone, once the learner's heartbeat went stale (2 s)
     assert timing["syncs"] > 0 and timing["runtime_step_us"]["p50"] > 0
+
+
+def test_a_bounded_correction_clips_the_other_policys_correction_and_counts_it():
+    """The ceiling phase's policy: base + clip(other − base, ±α), on the real A1 ONNX (twice: a shifted copy
+    stands in for a fine-tuned policy, so the correction is known)."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from residual_ceiling import BoundedCorrection, bounded_ceiling
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from robot_rl.policy.onnx_policy import load_policy, read_contract
+
+    onnx = ROOT / "policies/a1_flat/policy.onnx"
+    base = load_policy(str(onnx), read_contract(onnx))
+
+    class Shifted:  # the base plus a known correction: 0.3 on joint 0, −2 on joint 1, 0 elsewhere
+        contract = base.contract
+        delta = np.zeros(base.contract.num_actions, np.float32)
+        delta[:2] = (0.3, -2.0)
+
+        def act(self, obs):
+            return base.act(obs) + self.delta
+
+        def act_batch(self, obs):
+            return base.act_batch(obs) + self.delta
+
+    obs = np.random.default_rng(0).normal(size=(4, base.contract.obs_dim)).astype(np.float32)
+    policy = BoundedCorrection(base, Shifted(), alpha=0.5)
+    out = policy.act_batch(obs) - base.act_batch(obs)
+    np.testing.assert_allclose(out[:, 0], 0.3, atol=1e-5)
+    np.testing.assert_allclose(out[:, 1], -0.5, atol=1e-5)  # clipped to the bound
+    np.testing.assert_allclose(out[:, 2:], 0.0, atol=1e-6)
+    stats = policy.clip_stats()
+    assert stats["clipped_share"] == 1 / base.contract.num_actions  # joint 1 on every tick
+    assert abs(stats["correction_mean_abs"] - 2.3 / base.contract.num_actions) < 1e-5
+    scores = bounded_ceiling(base, Shifted(), [0.1, float("inf")], lambda p: {"return": float(p.act(obs[:1])[1])})
+    assert scores["0.1"]["alpha_raw"] == 0.1 * base.contract.action.clip
+    assert scores["inf"]["return"] == pytest.approx(float(base.act(obs[:1])[1]) - 2.0, abs=1e-5)
