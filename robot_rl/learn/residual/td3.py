@@ -45,7 +45,7 @@ class TD3(SAC):
 
     def _next_action(self, s2):
         torch = self.torch
-        mean, _ = (self.target_actor or self.actor)(s2)
+        mean, _ = (self.target_actor if self.target_actor is not None else self.actor)(s2)
         noise = (torch.randn_like(mean) * self.cfg.target_noise).clamp(-self.cfg.target_noise_clip,
                                                                        self.cfg.target_noise_clip)
         return torch.tanh(mean + noise), 0.0
