@@ -149,8 +149,9 @@ def write_markdown(results: dict, png: Path, path: Path) -> None:
                   f"Base: {fin['base_nominal'][METRIC]:.3f} in its training sim, {fin['base_real'][METRIC]:.3f} on "
                   "the \"real\" robot.", ""]
         rows = [(f"α = {'∞' if c['fraction'] == float('inf') else format(c['fraction'], 'g') + ' × clip'} "
-                 f"(clip acts on {c['clipped_share']:.0%} of joint-ticks; mean |correction| "
-                 f"{c['correction_mean_abs']:.2f})", c, c["recovered"]) for c in ceiling["fractions"].values()]
+                 f"(clip acts on {c['clipped_share']:.0%} of joint-ticks; the correction's mean size "
+                 f"{c['correction_mean_abs']:.2f} raw units)", c, c["recovered"])
+                for c in ceiling["fractions"].values()]
         lines += score_table("bound", "gap recovered", rows)
     lines += ["", f"![gap recovered vs transitions]({png.name})", "", "Every evaluation:", "",
               f"| method | transitions | return | recovered | {label} ({unit}) |", "|---|---:|---:|---:|---:|"]
