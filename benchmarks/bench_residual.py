@@ -417,9 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phase", default="all",
                    choices=("all", "base", "prior", "residual", "residual-more", "ppo", "timing", "final-eval",
                             "decompose", "ceiling", "report"))
-    p.add_argument("--final-eval", nargs="*", default=[], metavar="NAME=ONNX",
+    p.add_argument("--final-eval", action="extend", nargs="+", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies (a run's policy_residual.onnx) scored on a larger, "
-                   "separate command set, with the base on the same set")
+                   "separate command set, with the base on the same set (the flag may repeat)")
     p.add_argument("--final-eval-episodes", type=int, default=32)
     p.add_argument("--prior-transitions", type=int, default=20_000,
                    help="phase prior: transitions of base + exploring residual collected in the NOMINAL sim")
