@@ -92,18 +92,18 @@ def check_batch_dimension(graph, history: int) -> None:
                           "batch dimension)")
 
 
-def history_input_nodes(contract: PolicyContract, history: int, obs: str, base_in: str, base_out: str):
-    """(nodes, initializers) around the base graph for a residual with ``history`` > 1: the composed ``obs``
+def history_input_nodes(contract: PolicyContract, cfg: ResidualCfg, obs: str, base_in: str, base_out: str):
+    """(nodes, initializers) around the base graph for a residual with ``cfg.history`` > 1: the composed ``obs``
     → ``base_in`` (the H base observations as one batch); the base's ``base_out`` → the residual's state
     and this tick's base action. Returns (nodes before the base graph, nodes after it, inits, state, base_now):
     ONNX wants its nodes in topological order."""
     from onnx import helper, numpy_helper
 
-    o, a = contract.obs_dim, contract.num_actions
+    o, a, history = contract.obs_dim, contract.num_actions, cfg.history
     inits = [numpy_helper.from_array(history_index(contract, history), _n("history_index")),
              numpy_helper.from_array(np.array([-1, o], np.int64), _n("base_in_shape")),
              numpy_helper.from_array(np.array([-1, history, a], np.int64), _n("base_out_shape")),
-             numpy_helper.from_array(np.array([-1, history * (o + a)], np.int64), _n("state_shape")),
+             numpy_helper.from_array(np.array([-1, cfg.state_dim(o, a)], np.int64), _n("state_shape")),
              numpy_helper.from_array(np.array(0, np.int64), _n("now"))]
     before = [
         helper.make_node("Gather", [obs, _n("history_index")], [_n("obs_history")], axis=1),  # (N, H, D)
@@ -172,7 +172,7 @@ def export_residual(base_path: str | Path, flat: np.ndarray, cfg: ResidualCfg, p
         check_batch_dimension(graph, cfg.history)
         base_in = "base/" + obs
         _rename(graph, obs, base_in)  # the base's nodes now read the batch of H observations
-        before, after, inits, state, base_now = history_input_nodes(contract, cfg.history, obs, base_in, base_out)
+        before, after, inits, state, base_now = history_input_nodes(contract, cfg, obs, base_in, base_out)
         written_obs = contract.with_more_history(cfg.history - 1)
         graph.input[0].type.tensor_type.shape.dim[1].dim_value = written_obs.obs_dim
     head, head_inits = residual_graph_nodes(flat, policy, state, base_now, out)

@@ -21,6 +21,16 @@ from robot_rl.learn.residual.config import SACCfg
 from robot_rl.learn.residual.networks import build_actor, build_critics
 
 
+def soft_update(trailing, source, rate: float) -> None:
+    """Move ``trailing``'s parameters ``rate`` of the way to ``source``'s (Polyak averaging: target networks and
+    the actor's weight average)."""
+    import torch
+
+    with torch.no_grad():
+        for p, t in zip(source.parameters(), trailing.parameters(), strict=True):
+            t.lerp_(p, rate)
+
+
 class SAC:
     def __init__(self, cfg: SACCfg, state_dim: int, action_dim: int, actor_hidden: tuple[int, ...], seed: int = 0):
         import torch
@@ -84,14 +94,10 @@ class SAC:
             info |= self._actor_step(s)
             self.critics.requires_grad_(True)
             if self.actor_ema is not None:
-                with torch.no_grad():
-                    for p, e in zip(self.actor.parameters(), self.actor_ema.parameters(), strict=True):
-                        e.lerp_(p, self.cfg.actor_ema_rate)
+                soft_update(self.actor_ema, self.actor, self.cfg.actor_ema_rate)
 
         if self.target is not None:
-            with torch.no_grad():
-                for p, tp in zip(self.critics.parameters(), self.target.parameters(), strict=True):
-                    tp.lerp_(p, self.cfg.tau)
+            soft_update(self.target, self.critics, self.cfg.tau)
         return info
 
     def _next_action(self, s2):

@@ -22,22 +22,27 @@ import copy
 import math
 
 from robot_rl.learn.residual.config import SACCfg
-from robot_rl.learn.residual.sac import SAC
+from robot_rl.learn.residual.sac import SAC, soft_update
 
 
 class TD3(SAC):
     def __init__(self, cfg: SACCfg, state_dim: int, action_dim: int, actor_hidden: tuple[int, ...], seed: int = 0):
         super().__init__(cfg, state_dim, action_dim, actor_hidden, seed)
         torch = self.torch
-        with torch.no_grad():
-            self.actor.log_std.weight.zero_()
-            self.actor.log_std.bias.fill_(math.log(cfg.explore_std))
+        self._set_exploration()
         self.actor.log_std.requires_grad_(False)
         self.actor_opt = torch.optim.Adam([p for p in self.actor.parameters() if p.requires_grad], lr=cfg.actor_lr)
         self.target_actor = None
         if not self.crossq:
             self.target_actor = copy.deepcopy(self.actor)
             self.target_actor.requires_grad_(False)
+
+    def _set_exploration(self) -> None:
+        """The log σ head: constant log ``explore_std`` (weights 0). Set from the settings, also after loading a
+        checkpoint, so a resumed run explores with the σ it was asked for, not the one it was saved with."""
+        with self.torch.no_grad():
+            self.actor.log_std.weight.zero_()
+            self.actor.log_std.bias.fill_(math.log(self.cfg.explore_std))
 
     @property
     def alpha(self) -> float:
@@ -58,9 +63,7 @@ class TD3(SAC):
         actor_loss.backward()
         self.actor_opt.step()
         if self.target_actor is not None:
-            with self.torch.no_grad():
-                for p, tp in zip(self.actor.parameters(), self.target_actor.parameters(), strict=True):
-                    tp.lerp_(p, self.cfg.tau)
+            soft_update(self.target_actor, self.actor, self.cfg.tau)
         return {"actor_loss": float(actor_loss.item()), "unit_residual_abs": float(action.abs().mean().item())}
 
     # -- checkpoints ---------------------------------------------------------------------------------------
@@ -70,6 +73,7 @@ class TD3(SAC):
 
     def load_weights(self, state: dict, source: str = "checkpoint") -> None:
         super().load_weights(state, source)
+        self._set_exploration()
         if self.target_actor is not None:
             self.target_actor.load_state_dict(state.get("target_actor") or state["actor"])
 

@@ -4,6 +4,8 @@ apart from SAC's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,10 @@ def test_checkpoints_round_trip_and_a_sac_checkpoint_is_refused():
     np.testing.assert_array_equal(other.actor.flat_params(), td3.actor.flat_params())
     np.testing.assert_array_equal(other.target_actor.flat_params(), td3.target_actor.flat_params())
     assert other.updates == 6
+    wider = TD3(dataclasses.replace(cfg, explore_std=0.5), 2, 1, actor_hidden=(16,), seed=1)
+    wider.load_state_dict(td3.state_dict())  # the settings' σ, not the checkpoint's: it is not learned
+    np.testing.assert_allclose(np.exp(wider.actor.log_std.bias.detach().numpy()), 0.5, rtol=1e-6)
+    np.testing.assert_array_equal(wider.actor.mean.weight.detach().numpy(), td3.actor.mean.weight.detach().numpy())
     sac_state = SAC(SACCfg(critic_hidden=(16,)), 2, 1, actor_hidden=(16,)).state_dict()
     with pytest.raises(ValueError, match=r"trained by 'sac'.*'td3'"):
         other.load_weights(sac_state, "ckpt")
