@@ -50,6 +50,7 @@ from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recover
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
+from robot_rl.learn.residual.calibrated import CalibratedStartCfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
 from robot_rl.learn.residual.evaluation import eval_commands, evaluate
@@ -58,6 +59,7 @@ from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
 from robot_rl.learn.residual.scenes import EpisodeSetup, initial_scene
 from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
+from robot_rl.learn.residual.sim_ppo import SimResidualCfg
 from robot_rl.policy.onnx_policy import load_policy, read_contract
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
@@ -438,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ceiling-fractions", type=float, nargs="+", default=[0.1, 0.2, 0.4, math.inf],
                    help="phase ceiling: bounds, as fractions of the action clip (inf: unclipped)")
     p.add_argument("--timing-seconds", type=float, default=20.0)
+    p.add_argument("--calibrate", action="store_true", help="phase residual: a calibrated start (log the base on the "
+                   "robot, fit the sim to it, train the residual there by PPO, then fine-tune on the robot from it)")
+    p.add_argument("--calibration-ticks", type=int, default=CalibratedStartCfg.log_ticks,
+                   help="robot policy ticks a calibrated start logs (counted as transitions)")
+    p.add_argument("--sim-iterations", type=int, default=SimResidualCfg.iterations,
+                   help="PPO iterations of the calibrated start's sim residual (6,144 sim transitions each)")
     add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
 
@@ -483,13 +491,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.phase in ("all", "residual"):
         started = time.monotonic()
+        calibrated = None
+        if args.calibrate:
+            calibrated = CalibratedStartCfg(log_ticks=args.calibration_ticks,
+                                            sim=SimResidualCfg(iterations=args.sim_iterations, seed=args.seed))
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction, history=args.history),
                               sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
                               seed=args.seed, command_every_s=args.command_every_s,
                               train_episode_s=args.train_episode_s, eval_every=args.eval_every,
-                              eval_episodes=args.eval_episodes)
+                              eval_episodes=args.eval_episodes, calibrated=calibrated)
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
         results[args.run_name] = curve
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
@@ -500,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "prior": prior,
                                    "prior_fraction": args.prior_fraction if prior else None,
                                    "init_from": init_from,
-                                   "init_transitions": read_checkpoint(init_from)["received"] if init_from else None}
+                                   "init_transitions": read_checkpoint(init_from)["received"] if init_from else None,
+                                   "calibrated": report.calibrated}
         save()
 
     if args.phase == "residual-more":  # continue the residual run (resume: its learner state and buffer)

@@ -17,9 +17,12 @@ METRIC = "return"
 RUNS = {"residual": "residual from scratch (ours)",  # the learner's first transition is on the robot
         "residual_s1": "residual from scratch, seed 1",
         "residual_sim": "residual started in sim (ours)",  # from a run in the nominal sim, its data as prior
-        "residual_sim_s1": "residual started in sim, seed 1"}
-METHODS = (*((key, label, style) for (key, label), style in zip(RUNS.items(), ("o-", "o:", "d-", "d:"),
-                                                                strict=True)),
+        "residual_sim_s1": "residual started in sim, seed 1",
+        # a calibrated start: the robot's log → a calibrated sim → PPO residual there → SAC on the robot
+        "calibrated": "calibrated start (ours)", "calibrated_s1": "calibrated start, seed 1",
+        "calibrated_s2": "calibrated start, seed 2", "calibrated_s3": "calibrated start, seed 3"}
+METHODS = (*((key, label, style) for (key, label), style in zip(
+    RUNS.items(), ("o-", "o:", "d-", "d:", "^-", "^:", "^--", "^-."), strict=True)),
            ("ppo", "continued PPO (full policy)", "s-"))
 SECONDARY = {"reach": ("settled_tip_error_m", "tip error after the first second", 100.0, "cm"),
              "velocity_tracking": ("vel_error_m_s", "velocity tracking error ‖command − v_xy‖", 1.0, "m/s")}

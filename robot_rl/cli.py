@@ -29,6 +29,7 @@ COMMANDS: dict[str, str | dict] = {
     "collect-demos": "robot_rl.learn.demos:collect_demos",
     "train-bc": "robot_rl.learn.bc:train_bc",
     "finetune": "robot_rl.learn.residual.finetune:finetune",
+    "calibrate": "robot_rl.learn.residual.calibrated:calibrate_command",
     "model-card": "robot_rl.policy.model_card:write_model_card",
     "gen-ros-config": "robot_rl.ros.gen_config:gen_ros_config",
     "bridge": "robot_rl.hardware.sim_bridge:run_bridge",

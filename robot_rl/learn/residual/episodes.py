@@ -29,13 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from robot_rl.control.loop_timing import RateLoop
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
-from robot_rl.hardware.interface import RobotInterface, RobotState
+from robot_rl.hardware.interface import JointCommand, RobotInterface, RobotState
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
@@ -100,12 +101,20 @@ def rt_running(runtime: DeployRuntime) -> bool:
     return runtime.mode is ControllerMode.RUNNING
 
 
+class TickRecorder(Protocol):
+    """Sees every tick's state and the command written for it (e.g. ``CalibrationRecorder``)."""
+
+    def __call__(self, state: RobotState, command: JointCommand) -> None: ...
+    def new_segment(self) -> None: ...
+
+
 class EpisodeLoop:
     RAMP_ATTEMPTS = 3
 
     def __init__(self, runtime: DeployRuntime, robot: RobotInterface, policy: ResidualPolicy, reward: StateReward,
                  cfg: EpisodeCfg, *, realtime: bool, write: Callable[[np.ndarray], None] | None = None,
-                 intervention: InterventionSource | None = None, pace: Callable[[int], None] | None = None):
+                 intervention: InterventionSource | None = None, pace: Callable[[int], None] | None = None,
+                 recorder: TickRecorder | None = None):
         if runtime.controller is None or runtime.controller.policy is not policy:
             raise ValueError("the runtime's controller must run this ResidualPolicy")
         if not realtime and not hasattr(robot, "sim_time"):
@@ -116,7 +125,7 @@ class EpisodeLoop:
             raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
                              "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
-        self.write, self.intervention, self.pace = write, intervention, pace
+        self.write, self.intervention, self.pace, self.recorder = write, intervention, pace, recorder
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
         self.period = runtime.spec.timing.policy_period_s
         self.loop = RateLoop(self.period) if realtime else None
@@ -144,10 +153,14 @@ class EpisodeLoop:
         self.policy.override = self.human.action
         result = self.runtime.step(state, now, missed_deadlines=missed)
         self.robot.write(result.command)
+        if self.recorder is not None:  # the command as the host sent it, not as the robot reports applying it
+            self.recorder(state, result.command)
         return state, result, missed
 
     def _reset(self, command: np.ndarray) -> None:
         rt = self.runtime
+        if self.recorder is not None:  # a person may set the robot down between episodes: the log breaks here
+            self.recorder.new_segment()
         rt.stop()
         for _ in range(round(self.cfg.settle_s / self.period)):
             self._tick()

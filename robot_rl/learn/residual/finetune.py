@@ -42,11 +42,13 @@ from typing import Literal
 
 import numpy as np
 
+from robot_rl.learn.residual.calibrated import CalibratedStartCfg
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.evaluation import evaluate
 from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
+from robot_rl.learn.residual.sim_ppo import SimResidualCfg
 from robot_rl.typed_yaml import ConfigError
 
 Interface = Literal["sim", "unitree-dds"]
@@ -89,6 +91,7 @@ class FinetuneReport:
     # Gradient updates per transition the learner managed (lockstep sim: paced to the asked ratio; real time: what
     # the learner's machine could do while the robot ran, lower than asked when it cannot keep up).
     utd_achieved: float | None = None
+    calibrated: dict | None = None  # a calibrated start: its log's ticks, the fitted shift, the sim residual
 
 
 def policy_task(policy: str | Path):
@@ -123,7 +126,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                  episode_length_s: float | None = None, train_episode_s: float | None = None, seed: int = 0,
                  domain_id: int | None = None,
                  network_interface: str | None = None, export: bool = True, learner_threads: int = 1,
-                 fifo_priority: int | None = None, log: bool = True) -> FinetuneReport:
+                 fifo_priority: int | None = None, log: bool = True,
+                 calibrated: CalibratedStartCfg | None = None) -> FinetuneReport:
     """Fine-tune; returns what happened (the command prints it). See the module docstring."""
     residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
     from robot_rl.control.controller import PolicyController
@@ -164,6 +168,15 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             ReplayBuffer.load(replay.prior_path, gamma=sac.gamma, n_step=replay.n_step)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError("--prior", replay.prior_path, str(exc)) from None
+    if calibrated is not None:
+        from robot_rl.sim.mujoco_vec_env import OBJECTIVES
+
+        if resume is not None or init_from is not None or residual.history != 1:
+            raise ConfigError("--calibrate", "on", "a calibrated start trains a fresh residual without history: not "
+                              "with --resume, --init-from or --history")
+        if task.objective not in OBJECTIVES:
+            raise ConfigError("--calibrate", task.name, f"the calibrated sim residual trains in the vectorized env, "
+                              f"which runs {', '.join(OBJECTIVES)} tasks, not {task.objective}")
     for flag, where in (("--resume", resume), ("--init-from", init_from)):
         if where is not None and not (Path(where).is_file() or (Path(where) / "checkpoint.pt").is_file()):
             raise ConfigError(flag, where, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")
@@ -185,6 +198,15 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
         "realtime": realtime, "seed": seed}, indent=2, default=str))
 
+    start = None
+    if calibrated is not None:  # the robot's log → a calibrated sim → the residual trained there starts the learner
+        from robot_rl.learn.residual.calibrated import calibrated_start
+
+        start = calibrated_start(policy, task, spec, base, episode, learner_cfg, calibrated, run_dir, seed,
+                                 lambda: make_robot(spec, interface, shift, domain_id, network_interface,
+                                                    scene=initial_scene(task)), realtime=realtime, log=print if log
+                                 else lambda _: None)
+        learner_cfg = dataclasses.replace(learner_cfg, init_from=str(start.init_from))
     learner = LearnerProcess(learner_cfg)
     learner.start()
     res_policy = ResidualPolicy(base, residual, learner.board, learner.status, explore=True, seed=seed)
@@ -194,7 +216,9 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
                        intervention=device)
-    report = FinetuneReport(run_dir=run_dir, transitions=0, episodes=0)
+    # A calibrated start's log took robot transitions too: they count against the budget.
+    report = FinetuneReport(run_dir=run_dir, transitions=0 if start is None else start.transitions, episodes=0,
+                            calibrated=None if start is None else start.summary())
     rng = np.random.default_rng(seed)
     evaluation_set = eval_setups(task, eval_episodes)
     progress = (run_dir / "progress.jsonl").open("a")
@@ -318,7 +342,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
              eval_episodes: int = 8, command_every_s: float | None = None, train_episode_s: float | None = None,
              teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
-             domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1) -> int:
+             domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1,
+             calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
+             sim_iterations: int = SimResidualCfg.iterations, actor_warmup: int = SACCfg.actor_warmup_updates) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
     Args:
@@ -361,6 +387,13 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         network_interface: DDS network interface (default: the spec's).
         learner_threads: torch threads of the learner process (real time: more updates per second only where
             the machine has idle cores; on cores shared with the control loop they compete with it).
+        calibrate: start from a calibrated sim: log the base alone on the robot for calibration_ticks, fit the
+            training sim's gains, latency, payload and friction to that log, train the residual there by PPO
+            (sim_iterations), then fine-tune on the robot from it. The log's ticks count as transitions.
+        calibration_ticks: policy ticks of the robot log a calibrated start fits the sim to.
+        sim_iterations: PPO iterations of the residual in the calibrated sim (6,144 sim transitions each).
+        actor_warmup: critic-only updates before the residual first moves (fresh critics learning a started
+            residual's value before their gradient reaches it; useful with --calibrate).
     """
     if lr is None:
         lr = finetune_lr(policy_task(policy))
@@ -370,6 +403,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
                          alpha_lr=lr, algorithm=algorithm, explore_std=explore_std,
                          critic_dropout=critic_dropout)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
+        sac_cfg = dataclasses.replace(sac_cfg, actor_warmup_updates=actor_warmup)
+        calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=SimResidualCfg(
+            iterations=sim_iterations, seed=seed)) if calibrate else None
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None
     report = run_finetune(
@@ -378,7 +414,10 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
         command_every_s=command_every_s, train_episode_s=train_episode_s, realtime=realtime, teleop=teleop,
         seed=seed, domain_id=domain_id, network_interface=network_interface, fifo_priority=fifo_priority,
-        learner_threads=learner_threads)
+        learner_threads=learner_threads, calibrated=calibrated)
+    if report.calibrated is not None:
+        print(f"calibrated start: {report.calibrated['log_transitions']} transitions logged, sim fitted as "
+              f"{report.calibrated['calibration']['shift_text']}; sim residual {report.calibrated['exported']}")
     print(f"fine-tuned on {report.transitions} transitions ({report.episodes} episodes) → {report.run_dir}")
     if report.utd_achieved is not None:
         print(f"learner: {int(report.learner['updates'])} updates, {report.utd_achieved:.2f} per transition "

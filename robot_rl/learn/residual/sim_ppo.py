@@ -1,0 +1,200 @@
+"""The residual trained by PPO in a (calibrated) vectorized sim: free transitions, the same bounded form.
+
+    obs ──► base (ONNX, batched) ──► a_b ──┐
+     └──────────────┬──────────────────────┴──► PPO actor (MLP) ──► r = α · tanh(μ [+ σ·ε])
+                    └─────────────────────────────────────────────► a = a_b + r ──► MujocoVecEnv
+
+The off-policy learner on the robot is sample-efficient per *transition it is given*, but the robot gives few.
+A simulator calibrated to the robot (:mod:`robot_rl.learn.residual.calibration`) gives as many as wanted, and
+there an on-policy learner over hundreds of parallel envs is fast and stable. This module trains the residual
+there with rsl_rl's PPO, through the same frozen base and the same bound, and hands the result to the
+robot-side learner as its starting actor (:func:`residual_actor_checkpoint`): the residual a run on the robot
+starts from is then already the correction the calibrated sim asks for, and the robot's own transitions fine-tune
+what the calibration missed.
+
+The PPO actor is the residual actor's shape (ReLU MLP, ``ResidualCfg.hidden``) so that its weights *are* a
+residual actor: rsl_rl's input normalizer is folded into the first layer, the mean head is copied, and the
+log σ head is set to a constant (the robot-side learner's exploration). The last layer starts at zero, so PPO
+starts from the base alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.learn.residual.actor import residual_bound
+from robot_rl.learn.residual.config import ResidualCfg
+from robot_rl.learn.residual.networks import actor_layout, layout_size, unflatten
+from robot_rl.policy.onnx_policy import Policy
+from robot_rl.tasks.task import PPOCfg
+
+
+@dataclass(frozen=True)
+class SimResidualCfg:
+    """PPO over the residual in the vectorized sim. Sized for 2 CPU cores: 6,144 transitions per iteration."""
+
+    iterations: int = 400  # ≈ 2.5 M sim transitions, 7 min on 2 cores
+    num_envs: int = 256
+    steps_per_env: int = 24
+    learning_rate: float = 1e-3
+    entropy_coef: float = 0.0  # the bound, not an entropy bonus, keeps the residual small
+    init_noise_std: float = 0.5  # pre-tanh: ≈ half the bound at r = 0
+    gamma: float = 0.99
+    critic_hidden: tuple[int, ...] = (256, 128, 64)
+    seed: int = 0
+    nthread: int | None = None  # MuJoCo rollout threads (None: every core)
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.num_envs < 1 or self.steps_per_env < 1:
+            raise ValueError(f"sim residual: iterations, num_envs and steps_per_env must be ≥ 1, got {self}")
+        if self.init_noise_std <= 0 or self.learning_rate <= 0:
+            raise ValueError(f"sim residual: init_noise_std and learning_rate must be > 0, got {self}")
+
+    @property
+    def transitions_per_iteration(self) -> int:
+        return self.num_envs * self.steps_per_env
+
+    def ppo(self, residual: ResidualCfg) -> PPOCfg:
+        return PPOCfg(num_envs=self.num_envs, num_steps_per_env=self.steps_per_env, max_iterations=self.iterations,
+                      learning_rate=self.learning_rate, entropy_coef=self.entropy_coef, gamma=self.gamma,
+                      actor_hidden_dims=tuple(residual.hidden), critic_hidden_dims=self.critic_hidden,
+                      activation="relu", init_noise_std=self.init_noise_std, save_interval=10**9)
+
+
+def _rsl_env_class():
+    """rsl_rl's VecEnv over the residual (imported lazily: torch and rsl_rl are the train extra)."""
+    import torch
+    from tensordict import TensorDict
+
+    from robot_rl.learn.ppo import ACTOR_GROUP, CRITIC_GROUP, RslRlVecEnv
+
+    class ResidualRslEnv(RslRlVecEnv):
+        """The env's action is the residual's pre-tanh output; the base's action is part of every observation
+        (the residual actor's input is observation ‖ base action, as on the robot)."""
+
+        def __init__(self, env, base: Policy, alpha: float):
+            super().__init__(env)
+            self.base, self.alpha = base, alpha
+            self.base_action = self._base(env.actor_obs)
+
+        def _base(self, actor_obs: np.ndarray) -> np.ndarray:
+            return np.asarray(self.base.act_batch(np.ascontiguousarray(actor_obs, dtype=np.float32)),
+                              dtype=np.float32)
+
+        def _obs(self, actor: np.ndarray, critic: np.ndarray) -> TensorDict:
+            b = self.base_action
+            return TensorDict({ACTOR_GROUP: torch.from_numpy(np.concatenate([actor, b], axis=1)),
+                               CRITIC_GROUP: torch.from_numpy(np.concatenate([critic, b], axis=1).astype(np.float32))},
+                              batch_size=[self.num_envs])
+
+        def step(self, actions):
+            unit = np.tanh(actions.detach().cpu().numpy())
+            result = self.env.step(self.base_action + self.alpha * unit)
+            self.base_action = self._base(result.actor_obs)
+            dones = torch.from_numpy(result.terminated | result.truncated).to(torch.long)
+            extras = {"time_outs": torch.from_numpy(result.truncated.copy()),
+                      "log": {f"/{k}" if not k.startswith("/") else k: v for k, v in result.log.items()}}
+            return (self._obs(result.actor_obs, result.critic_obs), torch.tensor(result.reward, dtype=torch.float32),
+                    dones, extras)
+
+    return ResidualRslEnv
+
+
+@dataclass
+class SimResidualResult:
+    flat: np.ndarray  # the residual actor's flat weights (networks.actor_layout), ready for ResidualPolicy / SAC
+    transitions: int
+    wall_s: float
+    history: list[dict]  # per iteration: mean reward, episode length, steps/s
+
+
+def actor_flat_from_rsl(actor, state_dim: int, action_dim: int, hidden: tuple[int, ...],
+                        log_std: float) -> np.ndarray:
+    """rsl_rl's ``MLPModel`` (normalizer → ReLU MLP → mean) as the residual actor's flat weights: the normalizer
+    folded into the first layer (W' = W / (σ + ε), b' = b − W' μ), the log σ head a constant ``log_std``."""
+    import torch
+
+    linears = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)]
+    if len(linears) != len(hidden) + 1 or any(lin.out_features != h for lin, h in zip(linears, hidden, strict=False)):
+        raise ValueError(f"the PPO actor's layers {[lin.out_features for lin in linears]} are not the residual "
+                         f"actor's {[*hidden, action_dim]}")
+    layout = actor_layout(state_dim, action_dim, tuple(hidden))
+    flat = np.zeros(layout_size(layout), np.float32)
+    p = unflatten(flat, layout)
+    with torch.no_grad():
+        weights = [(lin.weight.double().numpy().copy(), lin.bias.double().numpy().copy()) for lin in linears]
+        if actor.obs_normalization:
+            norm = actor.obs_normalizer
+            mean = norm._mean.squeeze(0).double().numpy()
+            scale = 1.0 / (norm._std.squeeze(0).double().numpy() + norm.eps)
+            w0, b0 = weights[0]
+            weights[0] = (w0 * scale, b0 - (w0 * scale) @ mean)
+    for i, (w, b) in enumerate(weights[:-1]):
+        p[f"hidden.{i}.weight"][:] = w
+        p[f"hidden.{i}.bias"][:] = b
+    p["mean.weight"][:], p["mean.bias"][:] = weights[-1]
+    p["log_std.bias"][:] = log_std
+    return flat
+
+
+def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: SimResidualCfg,
+                       on_iteration: Callable[[dict], None] | None = None, log_std: float = -1.0,
+                       log_dir: Path | None = None) -> SimResidualResult:
+    """PPO over the bounded residual of ``base`` in ``task``'s vectorized env under ``shift`` (a ``RealityShift``:
+    the calibrated robot). ``log_std``: the log σ the robot-side learner starts exploring with. ``log_dir``: a
+    TensorBoard log of the training (also what fills the iterations' mean episode reward)."""
+    import torch
+
+    from robot_rl.learn.ppo import TaskRunner
+    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+
+    if residual.history != 1:
+        raise ValueError("the sim residual trains a residual without history (--history 1)")
+    torch.manual_seed(cfg.seed)
+    env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread)
+    alpha = residual_bound(base.contract, residual.fraction)
+    rsl_env = _rsl_env_class()(env, base, alpha)
+    history: list[dict] = []
+    stdout = sys.stdout  # rsl_rl's runner silences stdout while it learns: the progress goes to the caller's
+
+    def record(info: dict) -> None:
+        history.append(info)
+        if on_iteration is not None:
+            with contextlib.redirect_stdout(stdout):
+                on_iteration(info)
+
+    runner = TaskRunner(rsl_env, task, log_dir=log_dir, on_iteration=record, ppo=cfg.ppo(residual))
+    actor = runner.alg.actor
+    last = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():  # start from the base alone
+        last.weight.zero_()
+        last.bias.zero_()
+    started = time.monotonic()
+    try:
+        runner.learn(cfg.iterations, init_at_random_ep_len=True)
+    finally:
+        env.close()
+    state_dim = residual.state_dim(base.contract.obs_dim, base.contract.num_actions)
+    flat = actor_flat_from_rsl(actor, state_dim, base.contract.num_actions, residual.hidden, log_std)
+    return SimResidualResult(flat=flat, transitions=cfg.iterations * cfg.transitions_per_iteration,
+                             wall_s=time.monotonic() - started, history=history)
+
+
+def residual_actor_checkpoint(flat: np.ndarray, state_dim: int, action_dim: int, hidden: tuple[int, ...],
+                              path: Path, info: dict | None = None) -> Path:
+    """Write ``flat`` as a checkpoint the robot-side learner starts its actor from (``--init-actor-from``)."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"actor_flat": np.asarray(flat, np.float32), "state_dim": state_dim, "action_dim": action_dim,
+                "hidden": tuple(hidden), "info": dict(info or {})}, path)
+    return path
+
+
