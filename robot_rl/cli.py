@@ -28,7 +28,7 @@ COMMANDS: dict[str, str | dict] = {
     "export": "robot_rl.learn.export_checkpoint:export_checkpoint",
     "collect-demos": "robot_rl.learn.demos:collect_demos",
     "train-bc": "robot_rl.learn.bc:train_bc",
-    "finetune": "robot_rl.learn.residual.finetune:finetune",
+    "finetune": "robot_rl.learn.residual.finetune_command:finetune",
     "calibrate": "robot_rl.learn.residual.calibrated:calibrate_command",
     "model-card": "robot_rl.policy.model_card:write_model_card",
     "gen-ros-config": "robot_rl.ros.gen_config:gen_ros_config",

@@ -65,7 +65,14 @@ class RslRlVecEnv(VecEnv):
         return self._obs(self.env.actor_obs, self.env.critic_obs)
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        result = self.env.step(actions.detach().cpu().numpy())
+        return self._package(self.env.step(self._env_action(actions)))
+
+    def _env_action(self, actions: torch.Tensor) -> np.ndarray:
+        """What the env steps with (a wrapper's policy may act in another space, e.g. a residual's)."""
+        return actions.detach().cpu().numpy()
+
+    def _package(self, result) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """An env step's result as rsl_rl wants it: observations, rewards, dones, extras (time-outs, logs)."""
         dones = torch.from_numpy(result.terminated | result.truncated).to(torch.long)
         extras: dict[str, Any] = {
             "time_outs": torch.from_numpy(result.truncated.copy()),

@@ -76,6 +76,10 @@ class SACCfg:
     # × the mean squared unit residual, added to the actor's loss: pulls the residual back to 0 (the base) where
     # the critics' gradient is flat, e.g. after a missed contact, instead of letting it drift to the bound.
     residual_penalty: float = 0.0
+    # × the mean squared distance of the deterministic unit residual from that of the actor the run started from
+    # (``init_from``: a sim run, a calibrated start), added to the actor's loss: a residual that starts good stays
+    # where the robot's data does not show it wrong, instead of following fresh critics' early gradients.
+    anchor_penalty: float = 0.0
     # > 0: also keep an exponential moving average of the actor's weights (this rate per actor update) and export
     # it next to the last iterate (policy_residual_ema.onnx): SAC's last iterate can drop late in a run.
     actor_ema_rate: float = 0.0
@@ -101,9 +105,9 @@ class SACCfg:
             raise ValueError(f"utd_ratio must be > 0, got {self.utd_ratio}")
         if not 0.0 <= self.actor_ema_rate < 1.0:
             raise ValueError(f"actor_ema_rate must be in [0, 1), got {self.actor_ema_rate}")
-        if self.actor_warmup_updates < 0 or self.residual_penalty < 0:
-            raise ValueError(f"actor_warmup_updates and residual_penalty must be ≥ 0, got {self.actor_warmup_updates} "
-                             f"and {self.residual_penalty}")
+        if self.actor_warmup_updates < 0 or self.residual_penalty < 0 or self.anchor_penalty < 0:
+            raise ValueError(f"actor_warmup_updates, residual_penalty and anchor_penalty must be ≥ 0, got "
+                             f"{self.actor_warmup_updates}, {self.residual_penalty} and {self.anchor_penalty}")
         if not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
         if self.algorithm not in ("sac", "td3"):

@@ -73,6 +73,7 @@ def _run(cfg: LearnerCfg, ring: TransitionRing, board: WeightBoard, status: Lear
     elif cfg.init_from is not None:
         data = _checked_checkpoint(cfg, cfg.init_from)
         sac.load_weights(data["sac"], str(cfg.init_from))
+        sac.set_anchor()  # the start (a sim run, a calibrated start): what anchor_penalty pulls towards
     sampler = MixedSampler(online, prior, rep.prior_fraction)
     board.publish(sac.actor.flat_params())
     status.cells[LearnerStatus.STATE] = LearnerStatus.RUNNING

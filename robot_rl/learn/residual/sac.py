@@ -46,6 +46,7 @@ class SAC:
         if not self.crossq:
             self.target = copy.deepcopy(self.critics)
             self.target.requires_grad_(False)
+        self.anchor = None  # a frozen copy of the actor a run started from (set_anchor), for anchor_penalty
         self.actor_ema = None
         if cfg.actor_ema_rate > 0:
             self.actor_ema = copy.deepcopy(self.actor)
@@ -105,15 +106,29 @@ class SAC:
         a2, logp2 = self.actor.sample(s2)
         return a2, -self.log_alpha.exp() * logp2
 
-    def _residual_penalty(self, action):
-        return self.cfg.residual_penalty * action.pow(2).sum(-1).mean() if self.cfg.residual_penalty else 0.0
+    def set_anchor(self) -> None:
+        """Freeze a copy of the actor as it is now (a run's start, e.g. a residual trained in a calibrated sim):
+        ``anchor_penalty`` keeps the residual near it wherever the critics' gradient does not say otherwise."""
+        self.anchor = copy.deepcopy(self.actor)
+        self.anchor.requires_grad_(False)
+
+    def _residual_penalty(self, action, s=None):
+        """The actor loss's pulls: towards 0 (``residual_penalty``, on ``action``) and towards the anchor's
+        deterministic residual (``anchor_penalty``, on this actor's deterministic residual at states ``s``)."""
+        torch = self.torch
+        out = self.cfg.residual_penalty * action.pow(2).sum(-1).mean() if self.cfg.residual_penalty else 0.0
+        if self.anchor is not None and self.cfg.anchor_penalty and s is not None:
+            with torch.no_grad():
+                ref = torch.tanh(self.anchor(s)[0])
+            out = out + self.cfg.anchor_penalty * (torch.tanh(self.actor(s)[0]) - ref).pow(2).sum(-1).mean()
+        return out
 
     def _actor_step(self, s) -> dict[str, float]:
         """One step of the actor (on critics that hold still) and of the temperature."""
         alpha = self.log_alpha.exp().detach()
         action, logp = self.actor.sample(s)
         q_pi = self.critics(s, action).min(dim=0).values
-        actor_loss = (alpha * logp - q_pi).mean() + self._residual_penalty(action)
+        actor_loss = (alpha * logp - q_pi).mean() + self._residual_penalty(action, s)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()
@@ -133,6 +148,7 @@ class SAC:
             "updates": self.updates, "critic_norm": self.cfg.critic_norm,
             "actor_ema": None if self.actor_ema is None else self.actor_ema.state_dict(),
             "algorithm": self.cfg.algorithm,
+            "anchor": None if self.anchor is None else self.anchor.state_dict(),
         }
 
     def load_weights(self, state: dict, source: str = "checkpoint") -> None:
@@ -158,6 +174,9 @@ class SAC:
 
     def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
         self.load_weights(state, source)
+        if state.get("anchor") is not None:  # a resumed run keeps the start it is anchored to
+            self.set_anchor()
+            self.anchor.load_state_dict(state["anchor"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.alpha_opt.load_state_dict(state["alpha_opt"])

@@ -183,13 +183,29 @@ class ShiftedSimRobot(SimRobot):
         return super().write(self._queue.popleft())
 
 
-def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, nthread: int | None = None):
-    """A :class:`~robot_rl.sim.mujoco_vec_env.MujocoVecEnv` of ``task`` under ``shift`` (fixed, every env)."""
+def randomization_around(shift: RealityShift, training: dr.RandomizationCfg, spread: float = 0.1,
+                         payload_spread_kg: float = 0.5) -> dr.RandomizationCfg:
+    """Domain randomization re-centred on ``shift`` (a calibrated robot): its gains and friction ±``spread``
+    around the shift's, its payload ±``payload_spread_kg``, its latency as is; every other term (link masses,
+    COM, motor strength, pushes, observation noise, the initial pose) as the task trained with (``training``)."""
+    def around(value: float) -> tuple[float, float]:
+        return (value * (1 - spread), value * (1 + spread))
+
+    return dataclasses.replace(
+        training, kp_scale=around(shift.kp_scale), kd_scale=around(shift.kd_scale),
+        friction_scale=around(shift.friction_scale), base_mass_add_kg=(-payload_spread_kg, payload_spread_kg),
+        action_latency_steps=(shift.latency_steps, shift.latency_steps))
+
+
+def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, nthread: int | None = None,
+                    randomization: dr.RandomizationCfg | None = None):
+    """A :class:`~robot_rl.sim.mujoco_vec_env.MujocoVecEnv` of ``task`` under ``shift``: fixed in every env, or
+    drawn per env from ``randomization`` (e.g. :func:`randomization_around` the shift) on the shifted model."""
     import mujoco
 
     from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
-    task = dataclasses.replace(task, randomization=shift.randomization())
+    task = dataclasses.replace(task, randomization=randomization or shift.randomization())
     env = MujocoVecEnv(task, num_envs, seed=seed, randomize=True, nthread=nthread)
     first = env.models[0]
     scratch = mujoco.MjData(first)

@@ -47,6 +47,9 @@ class SimResidualCfg:
     entropy_coef: float = 0.0  # the bound, not an entropy bonus, keeps the residual small
     init_noise_std: float = 0.5  # pre-tanh: ≈ half the bound at r = 0
     gamma: float = 0.99
+    # Train under the task's domain randomization re-centred on the calibrated robot (shifted_sim.
+    # randomization_around): the calibrated sim is an estimate, and the robot is not a member of its family.
+    randomize: bool = True
     critic_hidden: tuple[int, ...] = (256, 128, 64)
     seed: int = 0
     nthread: int | None = None  # MuJoCo rollout threads (None: every core)
@@ -94,15 +97,12 @@ def _rsl_env_class():
                                CRITIC_GROUP: torch.from_numpy(np.concatenate([critic, b], axis=1).astype(np.float32))},
                               batch_size=[self.num_envs])
 
-        def step(self, actions):
-            unit = np.tanh(actions.detach().cpu().numpy())
-            result = self.env.step(self.base_action + self.alpha * unit)
-            self.base_action = self._base(result.actor_obs)
-            dones = torch.from_numpy(result.terminated | result.truncated).to(torch.long)
-            extras = {"time_outs": torch.from_numpy(result.truncated.copy()),
-                      "log": {f"/{k}" if not k.startswith("/") else k: v for k, v in result.log.items()}}
-            return (self._obs(result.actor_obs, result.critic_obs), torch.tensor(result.reward, dtype=torch.float32),
-                    dones, extras)
+        def _env_action(self, actions) -> np.ndarray:
+            return self.base_action + self.alpha * np.tanh(actions.detach().cpu().numpy())
+
+        def _package(self, result):
+            self.base_action = self._base(result.actor_obs)  # the next observation's base action first
+            return super()._package(result)
 
     return ResidualRslEnv
 
@@ -153,12 +153,13 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
     import torch
 
     from robot_rl.learn.ppo import TaskRunner
-    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+    from robot_rl.learn.residual.shifted_sim import randomization_around, shifted_vec_env
 
     if residual.history != 1:
         raise ValueError("the sim residual trains a residual without history (--history 1)")
     torch.manual_seed(cfg.seed)
-    env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread)
+    rand = randomization_around(shift, task.randomization) if cfg.randomize else None
+    env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread, randomization=rand)
     alpha = residual_bound(base.contract, residual.fraction)
     rsl_env = _rsl_env_class()(env, base, alpha)
     history: list[dict] = []

@@ -103,3 +103,42 @@ def test_the_actor_average_trails_the_actor_and_survives_a_checkpoint():
     other.load_state_dict(sac.state_dict())
     np.testing.assert_array_equal(other.actor_ema.flat_params(), ema)
     assert SAC(SACCfg(critic_hidden=(16,)), 2, 1, actor_hidden=(16,)).actor_ema is None  # off by default
+
+
+def _pulled_batch(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    """A bandit whose reward wants the residual at −0.8 everywhere: the critics' gradient pulls the actor away
+    from a start at +0.6."""
+    action = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
+    return {"state": rng.uniform(-1, 1, (n, 2)).astype(np.float32), "action": action,
+            "reward": (-((action[:, 0] + 0.8) ** 2)).astype(np.float32), "next_state": np.zeros((n, 2), np.float32),
+            "discount": np.zeros(n, np.float32)}
+
+
+@pytest.mark.parametrize("penalty", [0.0, 50.0])
+def test_the_anchor_penalty_holds_a_started_residual_against_its_critics_pull(penalty):
+    """A run started from a residual (``set_anchor``, as ``init_from`` does) at +0.6: without the anchor the
+    critics move it to the bandit's optimum −0.8; a strong anchor keeps it near where it started. A resumed
+    checkpoint keeps its anchor."""
+    import torch
+
+    torch.set_num_threads(1)
+    cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
+                 actor_lr=3e-3, critic_lr=3e-3, reward_scale=1.0, init_log_std=-3.0)
+    sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
+    with torch.no_grad():
+        sac.actor.mean.bias.fill_(float(np.arctanh(0.6)))
+    sac.set_anchor()
+    rng = np.random.default_rng(0)
+    for _ in range(600):
+        sac.update(_pulled_batch(rng, 64))
+    states = torch.from_numpy(rng.uniform(-1, 1, (100, 2)).astype(np.float32))
+    with torch.no_grad():
+        residual = float(torch.tanh(sac.actor(states)[0]).mean())
+    if penalty:
+        assert residual > 0.3, residual
+    else:
+        assert residual < -0.5, residual
+    again = SAC(cfg, 2, 1, actor_hidden=(16,), seed=1)
+    again.load_state_dict(sac.state_dict())
+    with torch.no_grad():
+        np.testing.assert_allclose(again.anchor(states)[0].numpy(), sac.anchor(states)[0].numpy())

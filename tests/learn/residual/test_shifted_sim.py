@@ -149,3 +149,20 @@ def test_reset_scene_puts_the_cube_back_at_its_layout_at_rest():
             robot.reset_scene(panda_push.SimScene(boxes=(panda_push.TABLE,)))
     finally:
         robot.close()
+
+
+def test_randomization_around_a_calibrated_robot_recentres_what_the_shift_names():
+    from robot_rl.learn.residual.shifted_sim import randomization_around
+    from robot_rl.tasks.registry import make_task
+
+    training = make_task("a1-flat").randomization
+    shift = RealityShift(kp_scale=0.7, kd_scale=1.2, payload_kg=4.0, latency_steps=2, friction_scale=0.3)
+    rand = randomization_around(shift, training, spread=0.1, payload_spread_kg=0.5)
+    assert rand.kp_scale == pytest.approx((0.63, 0.77))
+    assert rand.kd_scale == pytest.approx((1.08, 1.32))
+    assert rand.friction_scale == pytest.approx((0.27, 0.33))
+    assert rand.base_mass_add_kg == (-0.5, 0.5)  # around the payload the shifted model already carries
+    assert rand.action_latency_steps == (2, 2)
+    # what the shift does not name stays as the task trained with
+    assert (rand.link_mass_scale, rand.motor_strength, rand.push_interval_s, rand.observation_noise) == (
+        training.link_mass_scale, training.motor_strength, training.push_interval_s, training.observation_noise)

@@ -1,0 +1,124 @@
+"""``robot-rl finetune``: the command line over :func:`~robot_rl.learn.residual.finetune.run_finetune` (its flags
+become the typed settings, whose own checks make a bad value a one-line error; the report is printed)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from robot_rl.learn.residual.calibrated import CalibratedStartCfg
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
+from robot_rl.learn.residual.finetune import Interface, parse_shift, policy_task, run_finetune
+from robot_rl.learn.residual.sim_ppo import SimResidualCfg
+from robot_rl.typed_yaml import ConfigError
+
+
+def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
+             fraction: float = ResidualCfg.fraction, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
+             lr: float | None = None, algorithm: Literal["sac", "td3"] = SACCfg.algorithm,
+             explore_std: float = SACCfg.explore_std, n_step: int = ReplayCfg.n_step,
+             critic_norm: Literal["layernorm", "batchnorm"] = "layernorm",
+             critic_dropout: float = SACCfg.critic_dropout, actor_ema: float = 0.0,
+             prior: str | None = None,
+             prior_fraction: float = ReplayCfg.prior_fraction, shift: str | None = None, run_dir: str | None = None,
+             resume: str | None = None, init_from: str | None = None, eval_every: int = 2500,
+             eval_episodes: int = 8, command_every_s: float | None = None, train_episode_s: float | None = None,
+             teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
+             domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1,
+             calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
+             sim_iterations: int = SimResidualCfg.iterations, actor_warmup: int = SACCfg.actor_warmup_updates,
+             anchor_penalty: float = SACCfg.anchor_penalty) -> int:
+    """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
+
+    Args:
+        policy: the base policy (.onnx with its contract); its task comes from the contract's provenance.
+        robot: robot spec name (hardware/robots/NAME.yaml).
+        interface: sim (in-process MuJoCo, lockstep) or unitree-dds (the robot or `robot-rl bridge`, real time).
+        transitions: policy transitions to collect (evaluation episodes are not counted).
+        fraction: residual bound, as a fraction of the contract's action clip (raw action units).
+        history: ticks of observations and base actions the residual and its critics see (1: this tick's). More
+            show them the robot's recent response, where latency and soft gains show; the exported file then
+            takes its observation terms with history − 1 more frames.
+        utd: gradient updates per transition (update-to-data ratio).
+        lr: learning rate of the residual actor, the critics and the temperature (default: the policy's task's
+            measured one, TaskCfg.finetune_lr, else 3e-4).
+        algorithm: sac (soft actor-critic) or td3 (a deterministic residual with fixed exploration noise,
+            target smoothing and an actor update every second critic update).
+        explore_std: td3: the exploration noise σ the loop adds before the residual's tanh.
+        n_step: n-step returns.
+        critic_norm: layernorm (with target critics) or batchnorm (CrossQ, no target critics).
+        critic_dropout: dropout in the critics (DroQ: 0.01 with layernorm, for a high --utd).
+        actor_ema: > 0: also export an average of the actor's weights at this rate per update
+            (policy_residual_ema.onnx, next to the last iterate).
+        prior: an .npz of prior transitions (a previous run's buffer.npz), sampled at prior_fraction.
+        prior_fraction: share of every batch drawn from the prior data (RLPD: 0.5).
+        shift: sim only: the "real" robot's difference from the training sim, e.g. kp=0.5,payload=2.5,latency=2.
+        run_dir: output directory (default runs/residual/TASK/TIMESTAMP).
+        resume: a previous run directory (or its checkpoint.pt) to continue from.
+        init_from: a previous run (e.g. the same fine-tuning in sim) whose residual and critics start this run;
+            its buffer and counts are not carried (give it as --prior for that).
+        eval_every: transitions between deterministic evaluations.
+        eval_episodes: episodes per evaluation (fixed, seeded commands).
+        command_every_s: training episodes change command this often (default: one command per episode).
+        train_episode_s: length of training episodes (default: the task's; evaluation always uses the task's).
+            Shorter ones give the same transitions more resets, commands and starts.
+        teleop: arm interventions from a device: keyboard, gamepad[:PATH], spacemouse[:PATH].
+        realtime: real-time loop (default: on for hardware, off for sim).
+        fifo_priority: real time: run the loop under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE).
+        seed: seed of the learner and of the episode commands.
+        domain_id: DDS domain (default: the spec's).
+        network_interface: DDS network interface (default: the spec's).
+        learner_threads: torch threads of the learner process (real time: more updates per second only where
+            the machine has idle cores; on cores shared with the control loop they compete with it).
+        calibrate: start from a calibrated sim: log the base alone on the robot for calibration_ticks, fit the
+            training sim's gains, latency, payload and friction to that log, train the residual there by PPO
+            (sim_iterations), then fine-tune on the robot from it. The log's ticks count as transitions.
+        calibration_ticks: policy ticks of the robot log a calibrated start fits the sim to.
+        sim_iterations: PPO iterations of the residual in the calibrated sim (6,144 sim transitions each).
+        actor_warmup: critic-only updates before the residual first moves (fresh critics learning a started
+            residual's value before their gradient reaches it; useful with --calibrate).
+        anchor_penalty: × the squared distance of the residual from the one the run started from (--calibrate,
+            --init-from), in the actor's loss: keeps a good start where the robot's data does not show it wrong.
+    """
+    if lr is None:
+        lr = finetune_lr(policy_task(policy))
+    try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
+        residual_cfg = ResidualCfg(fraction=fraction, history=history)
+        sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
+                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std,
+                         critic_dropout=critic_dropout)
+        replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
+        sac_cfg = dataclasses.replace(sac_cfg, actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
+        calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=SimResidualCfg(
+            iterations=sim_iterations, seed=seed)) if calibrate else None
+    except ValueError as exc:
+        raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None
+    report = run_finetune(
+        policy, robot, interface, transitions=transitions, residual=residual_cfg, sac=sac_cfg, replay=replay_cfg,
+        shift=parse_shift(shift),
+        run_dir=run_dir, resume=resume, init_from=init_from, eval_every=eval_every, eval_episodes=eval_episodes,
+        command_every_s=command_every_s, train_episode_s=train_episode_s, realtime=realtime, teleop=teleop,
+        seed=seed, domain_id=domain_id, network_interface=network_interface, fifo_priority=fifo_priority,
+        learner_threads=learner_threads, calibrated=calibrated)
+    if report.calibrated is not None:
+        print(f"calibrated start: {report.calibrated['log_transitions']} transitions logged, sim fitted as "
+              f"{report.calibrated['calibration']['shift_text']}; sim residual {report.calibrated['exported']}")
+    print(f"fine-tuned on {report.transitions} transitions ({report.episodes} episodes) → {report.run_dir}")
+    if report.utd_achieved is not None:
+        print(f"learner: {int(report.learner['updates'])} updates, {report.utd_achieved:.2f} per transition "
+              f"(asked {utd:g})")
+        if report.utd_achieved < 0.9 * utd:
+            print("warning: the learner fell behind the robot (fewer updates per transition than asked): give it a "
+                  "faster machine (or --learner-threads where cores are idle), or ask for a lower --utd")
+    if report.evaluations:
+        first, last = report.evaluations[0], report.evaluations[-1]
+        print(f"evaluation return {first['return']:.3f} → {last['return']:.3f}")
+        if "success" in last:
+            print(f"evaluation success rate {first['success']:.2f} → {last['success']:.2f}")
+    if report.reward_terms_dropped:
+        print(f"reward terms this robot's state cannot give, left out: {', '.join(report.reward_terms_dropped)}")
+    if report.exported:
+        print(f"base + residual policy: {report.exported}")
+    if report.exported_ema:
+        print(f"base + averaged residual: {report.exported_ema}")
+    return 0
