@@ -17,8 +17,12 @@ base policy (states as the robot reported them, commands as the host sent them):
    ``mujoco.rollout`` batch.
 
 A robot that reports no torques (all zero) gets its actuators fitted by simulation too (the same search over
-latency, s_kp and s_kd). The result is a ``RealityShift``: the calibrated sim is ``shifted_vec_env`` (training)
-or ``ShiftedSimRobot`` (the deploy runtime's sim) with it.
+latency, s_kp and s_kd). A legged robot that reports no base position and velocity (no state estimator: the
+Unitree low-level state has neither) cannot be replayed: its actuators are fitted from the torques alone and
+its payload and friction stay nominal (said in the result's ``notes``).
+
+The result is a ``RealityShift``: the calibrated sim is ``shifted_vec_env`` (training) or ``ShiftedSimRobot``
+(the deploy runtime's sim) with it.
 
 On hardware the robot is never exactly a member of the simulator's family: the calibrated sim is its nearest
 member, and what remains is left to the residual's fine-tuning on the robot itself.
@@ -94,12 +98,10 @@ class CalibrationRecorder:
             self._current += 1
 
     def __call__(self, state: RobotState, command: JointCommand) -> None:
-        if self.spec.sim_model.floating_base and (state.base_lin_vel is None or state.base_pos is None):
-            raise ValueError("calibration needs the base's position and velocity (a simulator, or a state "
-                             "estimator on hardware); this robot reports neither")
         for key in _STATE_KEYS:
             value = getattr(state, key)
-            value = np.zeros(3) if value is None else value  # a fixed base: its pose is not replayed
+            # Not reported (a fixed base; a legged robot without a state estimator): NaN, so the fit knows.
+            value = np.full(3, np.nan) if value is None else value
             self._rows[key].append(np.asarray(value, dtype=np.float64).copy())
         for key in _COMMAND_KEYS:
             self._rows[key].append(np.asarray(getattr(command, key), dtype=np.float64).copy())
@@ -142,11 +144,12 @@ class CalibrationResult:
     error_calibrated: float
     actuator_fit: dict = field(default_factory=dict)  # per latency: s_kp, s_kd, relative residual
     ticks: int = 0
+    notes: list[str] = field(default_factory=list)  # what could not be fitted, and why
 
     def to_json(self) -> dict:
         return {"shift": dataclasses.asdict(self.shift), "shift_text": self.shift.describe(),
                 "error_nominal": self.error_nominal, "error_calibrated": self.error_calibrated,
-                "actuator_fit": self.actuator_fit, "ticks": self.ticks}
+                "actuator_fit": self.actuator_fit, "ticks": self.ticks, "notes": self.notes}
 
 
 # -- 1. actuators from torques ------------------------------------------------------------------------------
@@ -340,24 +343,40 @@ def _coordinate_search(predictor: WindowPredictor, start: _Params, ranges: dict[
 def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None = None) -> CalibrationResult:
     """Fit a ``RealityShift`` to ``log`` (see the module docstring)."""
     cfg = cfg or CalibrationCfg()
-    predictor = WindowPredictor(log, spec, cfg)
+    if log.robot != spec.name:
+        raise ValueError(f"the calibration log is of robot {log.robot!r}, not {spec.name!r}")
     actuators = fit_actuators(log, spec, cfg.max_latency_steps)
+    start = _Params(payload_kg=float(np.clip(0.0, *cfg.payload_range_kg)))
+    if actuators:
+        lat = min(actuators, key=lambda k: actuators[k]["relative_residual"])
+        start = dataclasses.replace(start, kp_scale=max(actuators[lat]["kp_scale"], 1e-3),
+                                    kd_scale=max(actuators[lat]["kd_scale"], 1e-3), latency_steps=lat)
+    replayable = not spec.sim_model.floating_base or bool(np.isfinite(log.arrays["base_lin_vel"]).all()
+                                                           and np.isfinite(log.arrays["base_pos"]).all())
+    if not replayable:
+        if not actuators:
+            raise ValueError(f"the {spec.name} log has neither joint torques (to fit the motors) nor the base's "
+                             "position and velocity (to replay it): nothing to calibrate from")
+        return CalibrationResult(shift=_rounded(start).shift(), error_nominal=float("nan"),
+                                 error_calibrated=float("nan"), actuator_fit={str(k): v for k, v in actuators.items()},
+                                 ticks=len(log), notes=["no base position and velocity in the log (no state "
+                                                        "estimator): payload and friction left nominal"])
+    predictor = WindowPredictor(log, spec, cfg)
     body = {"payload_kg": cfg.payload_range_kg}
     if predictor.floating:  # an arm touches nothing in its calibration log: its friction says nothing
         body["friction_scale"] = cfg.friction_range
-    payload0 = float(np.clip(0.0, *cfg.payload_range_kg))
     if actuators:
-        lat = min(actuators, key=lambda k: actuators[k]["relative_residual"])
-        start = _Params(kp_scale=max(actuators[lat]["kp_scale"], 1e-3),
-                        kd_scale=max(actuators[lat]["kd_scale"], 1e-3), latency_steps=lat, payload_kg=payload0)
         best, error = _coordinate_search(predictor, start, body, cfg)
     else:  # no torques: the actuators by simulation as well, every latency searched in full
         ranges = {"kp_scale": cfg.kp_scale_range, "kd_scale": cfg.kd_scale_range, **body}
-        fits = [_coordinate_search(predictor, _Params(latency_steps=k, payload_kg=payload0), ranges, cfg)
+        fits = [_coordinate_search(predictor, dataclasses.replace(start, latency_steps=k), ranges, cfg)
                 for k in range(cfg.max_latency_steps + 1)]
         best, error = min(fits, key=lambda f: f[1])
     error_nominal = float(predictor.errors([_Params()])[0])
-    rounded = dataclasses.replace(best, **{k: round(getattr(best, k), 3) for k in
-                                           ("kp_scale", "kd_scale", "payload_kg", "friction_scale")})
-    return CalibrationResult(shift=rounded.shift(), error_nominal=error_nominal, error_calibrated=error,
+    return CalibrationResult(shift=_rounded(best).shift(), error_nominal=error_nominal, error_calibrated=error,
                              actuator_fit={str(k): v for k, v in actuators.items()}, ticks=len(log))
+
+
+def _rounded(p: _Params) -> _Params:
+    return dataclasses.replace(p, **{k: round(getattr(p, k), 3) for k in
+                                     ("kp_scale", "kd_scale", "payload_kg", "friction_scale")})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from robot_rl.learn.residual.calibrated import CalibratedStartCfg
+from robot_rl.learn.residual.calibrated import CALIBRATED_DEFAULTS, CalibratedStartCfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.finetune import Interface, parse_shift, policy_task, run_finetune
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg
@@ -14,7 +14,7 @@ from robot_rl.typed_yaml import ConfigError
 
 
 def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", transitions: int = 20_000,
-             fraction: float = ResidualCfg.fraction, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
+             fraction: float | None = None, history: int = ResidualCfg.history, utd: float = SACCfg.utd_ratio,
              lr: float | None = None, algorithm: Literal["sac", "td3"] = SACCfg.algorithm,
              explore_std: float = SACCfg.explore_std, n_step: int = ReplayCfg.n_step,
              critic_norm: Literal["layernorm", "batchnorm"] = "layernorm",
@@ -26,8 +26,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
              domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1,
              calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
-             sim_iterations: int = SimResidualCfg.iterations, actor_warmup: int = SACCfg.actor_warmup_updates,
-             anchor_penalty: float = SACCfg.anchor_penalty) -> int:
+             sim_iterations: int = SimResidualCfg.iterations, actor_warmup: int | None = None,
+             anchor_penalty: float | None = None) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
     Args:
@@ -35,13 +35,14 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         robot: robot spec name (hardware/robots/NAME.yaml).
         interface: sim (in-process MuJoCo, lockstep) or unitree-dds (the robot or `robot-rl bridge`, real time).
         transitions: policy transitions to collect (evaluation episodes are not counted).
-        fraction: residual bound, as a fraction of the contract's action clip (raw action units).
+        fraction: residual bound, as a fraction of the contract's action clip (raw action units). Default 0.1;
+            0.2 with --calibrate.
         history: ticks of observations and base actions the residual and its critics see (1: this tick's). More
             show them the robot's recent response, where latency and soft gains show; the exported file then
             takes its observation terms with history − 1 more frames.
         utd: gradient updates per transition (update-to-data ratio).
         lr: learning rate of the residual actor, the critics and the temperature (default: the policy's task's
-            measured one, TaskCfg.finetune_lr, else 3e-4).
+            measured one, TaskCfg.finetune_lr, else 3e-4; 3e-4 with --calibrate).
         algorithm: sac (soft actor-critic) or td3 (a deterministic residual with fixed exploration noise,
             target smoothing and an actor update every second critic update).
         explore_std: td3: the exploration noise σ the loop adds before the residual's tanh.
@@ -76,10 +77,18 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         calibration_ticks: policy ticks of the robot log a calibrated start fits the sim to.
         sim_iterations: PPO iterations of the residual in the calibrated sim (6,144 sim transitions each).
         actor_warmup: critic-only updates before the residual first moves (fresh critics learning a started
-            residual's value before their gradient reaches it; useful with --calibrate).
+            residual's value before their gradient reaches it). Default 0; 2000 with --calibrate.
         anchor_penalty: × the squared distance of the residual from the one the run started from (--calibrate,
             --init-from), in the actor's loss: keeps a good start where the robot's data does not show it wrong.
+            Default 0; 1.0 with --calibrate.
     """
+    if calibrate:  # the settings measured for a calibrated start, where not given (calibrated.CALIBRATED_DEFAULTS)
+        given = {"fraction": fraction, "lr": lr, "actor_warmup": actor_warmup, "anchor_penalty": anchor_penalty}
+        fraction, lr, actor_warmup, anchor_penalty = (CALIBRATED_DEFAULTS[k] if v is None else v
+                                                      for k, v in given.items())
+    fraction = ResidualCfg.fraction if fraction is None else fraction
+    actor_warmup = SACCfg.actor_warmup_updates if actor_warmup is None else actor_warmup
+    anchor_penalty = SACCfg.anchor_penalty if anchor_penalty is None else anchor_penalty
     if lr is None:
         lr = finetune_lr(policy_task(policy))
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback

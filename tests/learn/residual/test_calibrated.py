@@ -77,3 +77,26 @@ def test_bad_calibration_flags_get_one_line_errors(capsys):
     assert "log_ticks must be ≥ 200" in err and "Traceback" not in err
     assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--sim-iterations", "0"]) == 2
     assert "sim residual" in capsys.readouterr().err
+
+
+def test_calibrate_fills_in_the_measured_settings_and_keeps_what_is_given(monkeypatch):
+    """``--calibrate`` defaults to the bound and the robot-side learner measured for a calibrated start; a flag
+    given on the command line wins; without ``--calibrate`` the plain defaults hold."""
+    from robot_rl.learn.residual import finetune_command
+
+    seen = {}
+
+    def fake_run(policy, robot, interface, **kwargs):
+        seen.update(kwargs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(finetune_command, "run_finetune", fake_run)
+    with pytest.raises(SystemExit):
+        finetune_command.finetune(A1, calibrate=True, anchor_penalty=0.5)
+    assert seen["residual"].fraction == 0.2 and seen["sac"].actor_lr == 3e-4
+    assert seen["sac"].actor_warmup_updates == 2000 and seen["sac"].anchor_penalty == 0.5
+    assert seen["calibrated"] is not None
+    with pytest.raises(SystemExit):
+        finetune_command.finetune(A1)
+    assert seen["residual"].fraction == 0.1 and seen["sac"].anchor_penalty == 0.0 and seen["calibrated"] is None
+    assert seen["sac"].actor_lr == 1e-3  # the A1 task's measured rate from scratch

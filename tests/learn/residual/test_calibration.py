@@ -157,16 +157,31 @@ def test_the_log_round_trips_and_bad_files_get_clear_errors(a1_shifted_log, tmp_
         WindowPredictor(log, load_robot("panda"), SMALL)
 
 
-def test_a_legged_robot_without_base_velocity_is_refused_by_name():
+def test_a_legged_robot_without_a_state_estimator_gets_its_motors_fitted_and_the_rest_left_nominal(a1_shifted_log):
+    """The Unitree low-level state has no base position or velocity: the log holds NaN there, the motors are
+    still fitted from the torques, payload and friction stay nominal and the result says so. Without torques
+    either, nothing can be fitted: a clear error."""
     from robot_rl.hardware.interface import JointCommand, RobotState
 
     spec = load_robot("a1")
     recorder = CalibrationRecorder(spec)
     state = RobotState(timestamp=0.0, tick=0, q=spec.default_positions, dq=np.zeros(12), tau=np.zeros(12))
-    with pytest.raises(ValueError, match="base's position and velocity"):
-        recorder(state, JointCommand.hold(spec.default_positions, spec.kp, spec.kd))
+    recorder(state, JointCommand.hold(spec.default_positions, spec.kp, spec.kd))
+    assert np.isnan(recorder.log().arrays["base_lin_vel"]).all()
     with pytest.raises(ValueError, match="saw no ticks"):
-        recorder.log()
+        CalibrationRecorder(spec).log()
+
+    shift, log = a1_shifted_log
+    blind = CalibrationLog({**log.arrays, "base_lin_vel": np.full_like(log.arrays["base_lin_vel"], np.nan),
+                            "base_pos": np.full_like(log.arrays["base_pos"], np.nan)}, log.segment, log.period_s,
+                           log.robot)
+    result = calibrate(blind, spec, SMALL)
+    assert (result.shift.kp_scale, result.shift.latency_steps) == (pytest.approx(shift.kp_scale, abs=0.01), 2)
+    assert (result.shift.payload_kg, result.shift.friction_scale) == (0.0, 1.0)
+    assert "no base position and velocity" in result.notes[0]
+    blind.arrays["tau"] = np.zeros_like(log.arrays["tau"])
+    with pytest.raises(ValueError, match="nothing to calibrate from"):
+        calibrate(blind, spec, SMALL)
 
 
 def test_a_log_too_short_to_replay_is_refused():
