@@ -183,19 +183,6 @@ def fit_actuators(log: CalibrationLog, spec: RobotSpec, max_latency: int) -> dic
 
 # -- 2. the body by simulation --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Params:
-    kp_scale: float = 1.0
-    kd_scale: float = 1.0
-    latency_steps: int = 0
-    payload_kg: float = 0.0
-    friction_scale: float = 1.0
-
-    def shift(self) -> RealityShift:
-        return RealityShift(kp_scale=self.kp_scale, kd_scale=self.kd_scale, payload_kg=self.payload_kg,
-                            latency_steps=self.latency_steps, friction_scale=self.friction_scale)
-
-
 class WindowPredictor:
     """Replays windows of a log in the training world under candidate parameters, all in one rollout batch."""
 
@@ -281,21 +268,20 @@ class WindowPredictor:
             states.append(state)
         return np.stack(states)
 
-    def _controls(self, p: _Params) -> np.ndarray:
+    def _controls(self, p: RealityShift) -> np.ndarray:
         a, h, dec = self.log.arrays, self.cfg.horizon_ticks, self.decimation
         c = self.starts[:, None] + np.arange(h)[None] - p.latency_steps  # the command acting in each tick
         ctrl = self.robot.pd_ctrl(a["q_target"][c], a["dq_target"][c], a["kp"][c] * p.kp_scale,
                                   a["kd"][c] * p.kd_scale, a["tau_ff"][c])  # (W, H, nu)
         return np.repeat(ctrl, dec, axis=1)
 
-    def _model_for(self, p: _Params):
+    def _model_for(self, p: RealityShift):
         mj = self.mujoco
         model = copy.copy(self.model)
-        apply_shift_to_model(model, mj.MjData(model), self.spec, self.robot.base_body_id, self.robot.joint_ids,
-                             p.shift())
+        apply_shift_to_model(model, mj.MjData(model), self.spec, self.robot.base_body_id, self.robot.joint_ids, p)
         return model
 
-    def errors(self, candidates: list[_Params]) -> np.ndarray:
+    def errors(self, candidates: list[RealityShift]) -> np.ndarray:
         """Mean squared normalized prediction error of each candidate."""
         mj, r, w, h, dec = self.mujoco, self.robot, len(self.starts), self.cfg.horizon_ticks, self.decimation
         models, ctrl = [], []
@@ -327,8 +313,8 @@ def _grid(center: float, lo: float, hi: float, width: float, n: int) -> list[flo
     return sorted({float(np.clip(v, lo, hi)) for v in np.linspace(center - width / 2, center + width / 2, n)})
 
 
-def _coordinate_search(predictor: WindowPredictor, start: _Params, ranges: dict[str, tuple[float, float]],
-                       cfg: CalibrationCfg) -> tuple[_Params, float]:
+def _coordinate_search(predictor: WindowPredictor, start: RealityShift, ranges: dict[str, tuple[float, float]],
+                       cfg: CalibrationCfg) -> tuple[RealityShift, float]:
     """Each parameter in turn over a grid, the others held; later sweeps narrow the grid around the best."""
     best, widths = start, {k: hi - lo for k, (lo, hi) in ranges.items()}
     for sweep in range(cfg.sweeps):
@@ -346,7 +332,7 @@ def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None =
     if log.robot != spec.name:
         raise ValueError(f"the calibration log is of robot {log.robot!r}, not {spec.name!r}")
     actuators = fit_actuators(log, spec, cfg.max_latency_steps)
-    start = _Params(payload_kg=float(np.clip(0.0, *cfg.payload_range_kg)))
+    start = RealityShift(payload_kg=float(np.clip(0.0, *cfg.payload_range_kg)))
     if actuators:
         lat = min(actuators, key=lambda k: actuators[k]["relative_residual"])
         start = dataclasses.replace(start, kp_scale=max(actuators[lat]["kp_scale"], 1e-3),
@@ -357,7 +343,7 @@ def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None =
         if not actuators:
             raise ValueError(f"the {spec.name} log has neither joint torques (to fit the motors) nor the base's "
                              "position and velocity (to replay it): nothing to calibrate from")
-        return CalibrationResult(shift=_rounded(start).shift(), error_nominal=float("nan"),
+        return CalibrationResult(shift=_rounded(start), error_nominal=float("nan"),
                                  error_calibrated=float("nan"), actuator_fit={str(k): v for k, v in actuators.items()},
                                  ticks=len(log), notes=["no base position and velocity in the log (no state "
                                                         "estimator): payload and friction left nominal"])
@@ -372,11 +358,11 @@ def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None =
         fits = [_coordinate_search(predictor, dataclasses.replace(start, latency_steps=k), ranges, cfg)
                 for k in range(cfg.max_latency_steps + 1)]
         best, error = min(fits, key=lambda f: f[1])
-    error_nominal = float(predictor.errors([_Params()])[0])
-    return CalibrationResult(shift=_rounded(best).shift(), error_nominal=error_nominal, error_calibrated=error,
+    error_nominal = float(predictor.errors([RealityShift()])[0])
+    return CalibrationResult(shift=_rounded(best), error_nominal=error_nominal, error_calibrated=error,
                              actuator_fit={str(k): v for k, v in actuators.items()}, ticks=len(log))
 
 
-def _rounded(p: _Params) -> _Params:
+def _rounded(p: RealityShift) -> RealityShift:
     return dataclasses.replace(p, **{k: round(getattr(p, k), 3) for k in
                                      ("kp_scale", "kd_scale", "payload_kg", "friction_scale")})

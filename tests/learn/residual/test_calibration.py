@@ -131,11 +131,9 @@ def test_calibration_recovers_the_shift_of_a_real_shifted_a1(a1_shifted_log):
 def test_the_true_shift_predicts_the_log_better_than_without_its_latency_or_the_nominal_sim(a1_shifted_log):
     _, log = a1_shifted_log
     predictor = WindowPredictor(log, load_robot("a1"), SMALL)
-    from robot_rl.learn.residual.calibration import _Params
-
-    true = _Params(kp_scale=0.7, latency_steps=2, payload_kg=4.0, friction_scale=0.3)
-    errors = predictor.errors([true, _Params(kp_scale=0.7, latency_steps=0, payload_kg=4.0, friction_scale=0.3),
-                               _Params()])
+    true = RealityShift(kp_scale=0.7, latency_steps=2, payload_kg=4.0, friction_scale=0.3)
+    errors = predictor.errors([true, RealityShift(kp_scale=0.7, latency_steps=0, payload_kg=4.0, friction_scale=0.3),
+                               RealityShift()])
     assert errors[0] < errors[1] and errors[0] < errors[2]
 
 
