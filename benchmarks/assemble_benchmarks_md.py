@@ -19,6 +19,7 @@ SECTIONS = [
     ("DDS state-in → command-out latency vs bare Cyclone DDS", "RESULTS_dds_latency.md"),
     ("Deploy log enqueue cost", "RESULTS_deploy_log.md"),
     ("Behaviour cloning on panda-push", "RESULTS_bc_push.md"),
+    ("Residual fine-tuning from a calibrated sim", "RESULTS_residual_calibrated.md"),
     ("Residual fine-tuning, sim as real", "RESULTS_residual.md"),
     ("Residual learner: update cost and real-time UTD", "RESULTS_learner_rate.md"),
 ]

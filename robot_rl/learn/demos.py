@@ -187,17 +187,27 @@ def run_push_episode(
 
 def expert_episode(spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpisode, rng: np.random.Generator,
                    simulator: SimulatorName = "mujoco", recorder: EpisodeRecorder | None = None,
-                   noise: DemoNoise = NO_NOISE, noise_rng: np.random.Generator | None = None) -> EpisodeOutcome:
+                   noise: DemoNoise = NO_NOISE, noise_rng: np.random.Generator | None = None,
+                   shift=None) -> EpisodeOutcome:
     """The scripted expert drives ``ArmTeleopController`` for one episode (recording into ``recorder``).
 
     ``noise`` (off by default): the executed action is perturbed while the expert is still working on the
     cube (not once it is done and going home), drawn from ``noise_rng``; the recorded label stays the
-    expert's clean action (DART, :mod:`robot_rl.learn.demo_noise`)."""
+    expert's clean action (DART, :mod:`robot_rl.learn.demo_noise`). ``shift``: a ``RealityShift`` — the expert
+    on a shifted MuJoCo robot (the residual benchmarks' "real" one) instead of the nominal sim."""
     from robot_rl.teleop.arm_ik import ArmTeleopController
     from robot_rl.teleop.scripted_expert import ScriptedPushExpert
 
     teleop = ArmTeleopController(spec, task)
-    robot = SimRobot(spec, simulator, scene=panda_push.push_scene(episode.cube_xy))
+    scene = panda_push.push_scene(episode.cube_xy)
+    if shift is not None:
+        from robot_rl.learn.residual.shifted_sim import ShiftedSimRobot
+
+        if simulator != "mujoco":
+            raise ValueError(f"a shifted robot is a MuJoCo one, not {simulator}")
+        robot = ShiftedSimRobot(spec, shift, scene=scene)
+    else:
+        robot = SimRobot(spec, simulator, scene=scene)
     expert = ScriptedPushExpert(spec, robot, episode.goal_xy, rng, kinematics=teleop.ik.kin)
     controller: Controller = teleop
     if noise.enabled:
@@ -348,9 +358,10 @@ class PushEvaluation:
 
 
 def evaluate_expert(task: str = "panda-push", episodes: int = 50, seed: int = 10_000,
-                    simulator: SimulatorName = "mujoco", progress: bool = False) -> PushEvaluation:
+                    simulator: SimulatorName = "mujoco", progress: bool = False, shift=None) -> PushEvaluation:
     """The scripted expert on the same layouts :func:`evaluate_push_policy` draws from ``seed`` (its own
-    noise from another stream), through the same runtime: the baseline a cloned policy is compared to."""
+    noise from another stream), through the same runtime: the baseline a cloned policy is compared to.
+    ``shift``: on a shifted MuJoCo robot (a ``RealityShift``), e.g. the residual benchmark's "real" one."""
     import time
 
     cfg = make_task(task)
@@ -364,7 +375,7 @@ def evaluate_expert(task: str = "panda-push", episodes: int = 50, seed: int = 10
 
         episodes_iter = tqdm(episodes_iter, desc=f"expert {simulator}", unit="ep")
     for _ in episodes_iter:
-        outcomes.append(expert_episode(spec, cfg, panda_push.sample_episode(layouts), noise, simulator))
+        outcomes.append(expert_episode(spec, cfg, panda_push.sample_episode(layouts), noise, simulator, shift=shift))
     return _summary(simulator, outcomes, time.perf_counter() - start)
 
 

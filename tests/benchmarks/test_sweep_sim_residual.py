@@ -42,3 +42,19 @@ def test_a_tiny_variant_trains_and_is_scored_against_the_base(tmp_path):
     (line,) = json.loads(out.read_text())
     assert line["name"] == "tiny" and line["settings"]["fraction"] == 0.2 and line["sim_transitions"] == 16
     assert line["recovered"] == pytest.approx((line["return"] - 10.0) / 10.0)
+
+
+def test_the_comparison_plot_reads_each_seeds_points_from_the_run_names(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import plot_residual_calibrated as plot
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    runs = {"calibrated start α 0.2, seed 1: sim residual, 3,000 robot transitions": {"recovered": 0.89},
+            "calibrated start α 0.2, seed 1: + SAC on the robot (anchor 1), 20,982 transitions": {"recovered": 0.91},
+            "calibrated start α 0.2, seed 0: + SAC on the robot (anchor 10), 20,982 transitions": {"recovered": 0.8},
+            "residual from scratch, seed 0, 20,276 transitions": {"recovered": 0.5}}
+    assert plot.calibrated_points({"runs": runs}, "calibrated start α 0.2") == {1: [(3000, 0.89), (20982, 0.91)]}
+    (tmp_path / "results.json").write_text(json.dumps({"final_eval": {"runs": runs}}))
+    assert plot.main([str(tmp_path / "results.json"), "--png", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 10_000

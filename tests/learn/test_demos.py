@@ -102,3 +102,17 @@ def test_collect_demos_command_line(tmp_path):
                  "--noise.twist-std", "0.05", "--no-progress"]) == 0
     assert LeRobotDataset(out).num_episodes == 1
     assert "twist std 0.05" in (out / "README.md").read_text()
+
+
+def test_the_expert_runs_on_a_shifted_robot_too():
+    """The residual benchmark's "real" push robot for the demonstrator: the same layout, another robot (weak
+    motors, latency), so another outcome; a shifted robot is a MuJoCo one."""
+    from robot_rl.learn.demos import evaluate_expert
+    from robot_rl.learn.residual.shifted_sim import RealityShift
+
+    nominal = evaluate_expert(episodes=1, seed=3)
+    shifted = evaluate_expert(episodes=1, seed=3, shift=RealityShift(kp_scale=0.5, latency_steps=2))
+    assert nominal.episodes == shifted.episodes == 1
+    assert nominal.mean_final_distance_m != shifted.mean_final_distance_m
+    with pytest.raises(ValueError, match="MuJoCo"):
+        evaluate_expert(episodes=1, simulator="pybullet", shift=RealityShift(kp_scale=0.5))
