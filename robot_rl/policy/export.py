@@ -36,7 +36,7 @@ from robot_rl.robots.spec import REPO_ROOT
 
 OPSET = 18
 VERIFY_BATCH = 256
-VERIFY_ATOL = 1e-5  # on |onnx − torch| / (1 + |torch|): float32 reassociation stays well below it
+VERIFY_ATOL = 1e-4  # on |onnx − torch| / (1 + |torch|): float32 reassociation reached 1.2e-5 on a BC net; a bug is ≫
 
 
 class ExportError(RuntimeError):
