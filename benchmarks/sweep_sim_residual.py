@@ -42,6 +42,7 @@ def run(job: tuple[str, dict, dict]) -> dict:
     from robot_rl.learn.residual.config import ResidualCfg
     from robot_rl.learn.residual.evaluation import eval_commands
     from robot_rl.learn.residual.finetune import parse_shift
+    from robot_rl.learn.residual.shifted_sim import RealityShift
     from robot_rl.learn.residual.sim_ppo import SimResidualCfg, train_sim_residual
     from robot_rl.policy.onnx_policy import load_policy, read_contract
     from robot_rl.tasks.registry import make_task
@@ -57,7 +58,7 @@ def run(job: tuple[str, dict, dict]) -> dict:
     train_s = time.monotonic() - started
     policy = ResidualPolicy(base, residual)
     policy.load_weights(out.flat)
-    score = br.evaluate_policy(policy, task, parse_shift(common["real"]),
+    score = br.evaluate_policy(policy, task, RealityShift(**common["real"]),
                                eval_commands(task, common["episodes"], seed=br.FINAL_EVAL_SEED))
     line = {"name": name, "settings": settings | {"fraction": residual.fraction}, "iterations": cfg.iterations,
             "sim_transitions": out.transitions, "train_s": round(train_s), METRIC: score[METRIC],
@@ -80,11 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     final = results.get("final_eval")
     if not final:
         raise SystemExit(f"{args.results} has no final_eval: run bench_residual.py --phase final-eval first")
-    shift = results["shift"]
-    real = ",".join(f"{k}={v}" for k, v in (("kp", shift["kp_scale"]), ("kd", shift["kd_scale"]),
-                                             ("payload", shift["payload_kg"]), ("latency", shift["latency_steps"]),
-                                             ("friction", shift["friction_scale"])))
-    common = {"task": results["task"], "base_onnx": results["base_onnx"], "calibrated": args.calibrated, "real": real,
+    common = {"task": results["task"], "base_onnx": results["base_onnx"], "calibrated": args.calibrated,
+              "real": results["shift"],  # RealityShift's fields, as the store keeps them
               "iterations": args.iterations, "threads": args.threads, "episodes": final["episodes"],
               "nominal": final["base_nominal"]["return"], "real_return": final["base_real"]["return"]}
     jobs = [(name, settings, common) for name, settings in map(parse_variant, args.variant or ["base="])]

@@ -89,6 +89,11 @@ class MujocoRobot:
         mujoco.mj_resetDataKeyframe(self.model, data, self.keyframe_id)
         mujoco.mj_forward(self.model, data)
 
+    def imu_in_base(self, data: mujoco.MjData) -> np.ndarray:
+        """The IMU's fixed rotation on the base body (3×3, IMU axes in base coordinates): a base-frame vector v
+        reads ``v @ R`` in the IMU frame; the IMU's orientation is the base's composed with R."""
+        return data.xmat[self.base_body_id].reshape(3, 3).T @ data.site_xmat[self.imu_site_id].reshape(3, 3)
+
     def pd_ctrl(self, q_target, dq_target, kp, kd, tau_ff) -> np.ndarray:
         """ctrl for the PD law; every argument is (..., n) or broadcastable, the result (..., 3n).
 

@@ -103,9 +103,7 @@ class MujocoVecEnv:
         self._qpos_idx = self._qpos_off + robot.qpos_adr
         self._qvel_idx = self._qvel_off + robot.qvel_adr
         # The IMU may sit rotated on the base body: the gyro and orientation are read in its frame.
-        self._imu_rot = self._scratch.xmat[robot.base_body_id].reshape(3, 3).T @ self._scratch.site_xmat[
-            robot.imu_site_id
-        ].reshape(3, 3)
+        self._imu_rot = robot.imu_in_base(self._scratch)
         self._imu_aligned = bool(np.allclose(self._imu_rot, np.eye(3)))
         self._base_pos0 = self._scratch.xpos[robot.base_body_id].copy()
         self._base_rot0 = self._scratch.xmat[robot.base_body_id].reshape(3, 3).copy()

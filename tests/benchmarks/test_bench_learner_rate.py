@@ -3,18 +3,9 @@ tested in tests/learn/residual/test_finetune_dds.py)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_update_timing_and_page(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_learner_rate
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+def test_update_timing_and_page(tmp_path, benchmark_module):
+    bench_learner_rate = benchmark_module("bench_learner_rate")
     ms = bench_learner_rate.update_ms(1, updates=3, state_dim=57, action_dim=12, warmup=1)
     assert 0 < ms < 5000
     page = tmp_path / "page.md"

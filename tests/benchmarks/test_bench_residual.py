@@ -3,7 +3,6 @@ forever for a ramp that fell over), the loop survives the learner's SIGKILL and 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,29 +10,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _bench():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_residual
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_residual
-
-
-def test_gap_decomposition_moves_one_part_at_a_time():
+def test_gap_decomposition_moves_one_part_at_a_time(benchmark_module):
     from robot_rl.learn.residual.shifted_sim import RealityShift
 
     shift = RealityShift(kp_scale=0.7, payload_kg=4.0, latency_steps=2)
-    parts = _bench().shift_parts(shift)
+    parts = benchmark_module("bench_residual").shift_parts(shift)
     assert set(parts) == {f"{w} {n}" for w in ("only", "all but") for n in ("kp_scale", "payload_kg", "latency_steps")}
     assert parts["only kp_scale"] == RealityShift(kp_scale=0.7)
     assert parts["all but payload_kg"] == RealityShift(kp_scale=0.7, latency_steps=2)
-    assert _bench().shift_parts(RealityShift()) == {}  # the nominal robot has no parts
+    assert benchmark_module("bench_residual").shift_parts(RealityShift()) == {}  # the nominal robot has no parts
 
 
 @pytest.mark.timeout(180)
-def test_loop_timing_on_the_a1_survives_the_learner_kill():
-    bench_residual = _bench()
+def test_loop_timing_on_the_a1_survives_the_learner_kill(benchmark_module):
+    bench_residual = benchmark_module("bench_residual")
     from robot_rl.robots.spec import load_robot
     from robot_rl.tasks.registry import make_task
 
@@ -46,16 +36,13 @@ def test_loop_timing_on_the_a1_survives_the_learner_kill():
     assert timing["syncs"] > 0 and timing["runtime_step_us"]["p50"] > 0
 
 
-def test_a_bounded_correction_clips_the_other_policys_correction_and_counts_it():
+def test_a_bounded_correction_clips_the_other_policys_correction_and_counts_it(benchmark_module):
     """The ceiling phase's policy: base + clip(other − base, ±α), on the real A1 ONNX (twice: a shifted copy
     stands in for a fine-tuned policy, so the correction is known)."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from residual_ceiling import BoundedCorrection, bounded_ceiling
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    ceiling = benchmark_module("residual_ceiling")
+    BoundedCorrection, bounded_ceiling = ceiling.BoundedCorrection, ceiling.bounded_ceiling
     from robot_rl.policy.onnx_policy import load_policy, read_contract
 
     onnx = ROOT / "policies/a1_flat/policy.onnx"

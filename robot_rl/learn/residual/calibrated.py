@@ -55,8 +55,8 @@ class CalibratedStart:
     transitions: int  # policy ticks the log took on the robot
     calibration: dict  # CalibrationResult.to_json()
     sim: dict  # the sim residual's training: transitions, wall time, last iterations
-    exported: Path | None = None
-    wall_s: float = 0.0
+    exported: Path  # base + sim residual as one ONNX policy
+    wall_s: float
 
     def summary(self) -> dict:
         return {"log_transitions": self.transitions, "calibration": self.calibration, "sim": self.sim,
@@ -105,6 +105,7 @@ def calibrated_start(policy: str | Path, task, spec, base, episode, learner: Lea
     from robot_rl.control.runtime import DeployRuntime
     from robot_rl.learn.residual.actor import ResidualPolicy
     from robot_rl.learn.residual.episodes import EpisodeLoop
+    from robot_rl.learn.residual.export import export_residual
     from robot_rl.learn.residual.rewards import StateReward
 
     started = time.monotonic()
@@ -137,8 +138,6 @@ def calibrated_start(policy: str | Path, task, spec, base, episode, learner: Lea
     sim = train_sim_residual(task, base, result.shift, residual, cfg.sim, on_iteration=progress,
                              log_std=learner.sac.init_log_std, log_dir=out / "sim_residual_tb")
     init = write_init_checkpoint(sim.flat, learner, out / "sim_residual")
-    from robot_rl.learn.residual.export import export_residual
-
     exported = export_residual(policy, sim.flat, residual, out / "policy_sim_residual.onnx",
                                notes={"calibrated_shift": result.shift.describe(), "sim_transitions": sim.transitions})
     summary = {"transitions": sim.transitions, "wall_s": sim.wall_s, "last": sim.history[-3:]}

@@ -40,6 +40,8 @@ import numpy as np
 from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.learn.residual.shifted_sim import RealityShift, apply_shift_to_model
 from robot_rl.robots.spec import RobotSpec
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse
+from robot_rl.tasks.observations import projected_gravity
 
 _STATE_KEYS = ("q", "dq", "tau", "base_quat", "base_ang_vel", "base_lin_vel", "base_pos")
 _COMMAND_KEYS = ("q_target", "dq_target", "kp", "kd", "tau_ff")
@@ -58,6 +60,10 @@ class CalibrationLog:
 
     def __len__(self) -> int:
         return len(self.segment)
+
+    def check_robot(self, spec: RobotSpec) -> None:
+        if spec.name != self.robot:
+            raise ValueError(f"the calibration log is of robot {self.robot!r}, not {spec.name!r}")
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -84,14 +90,13 @@ class CalibrationLog:
 
 class CalibrationRecorder:
     """Collects a :class:`CalibrationLog` from a control loop: call it with each tick's state and the command
-    written (``EpisodeLoop(on_tick=...)``), and :meth:`new_segment` wherever the log breaks."""
+    written (``EpisodeLoop(recorder=...)``), and :meth:`new_segment` wherever the log breaks."""
 
     def __init__(self, spec: RobotSpec):
         self.spec = spec
         self._rows: dict[str, list[np.ndarray]] = {k: [] for k in (*_STATE_KEYS, *_COMMAND_KEYS)}
         self._segment: list[int] = []
         self._current = 0
-        self.ticks = 0
 
     def new_segment(self) -> None:
         if self._segment and self._segment[-1] == self._current:
@@ -106,7 +111,6 @@ class CalibrationRecorder:
         for key in _COMMAND_KEYS:
             self._rows[key].append(np.asarray(getattr(command, key), dtype=np.float64).copy())
         self._segment.append(self._current)
-        self.ticks += 1
 
     def log(self) -> CalibrationLog:
         if not self._segment:
@@ -161,7 +165,7 @@ def fit_actuators(log: CalibrationLog, spec: RobotSpec, max_latency: int) -> dic
     if not np.any(a["tau"]):
         return {}
     lower, upper = spec.position_lower, spec.position_upper
-    effort = np.array([j.effort_limit for j in spec.joints])
+    effort = spec.effort_limits
     out: dict[int, dict[str, float]] = {}
     for lat in range(max_latency + 1):
         t = np.arange(1 + lat, len(log))
@@ -184,7 +188,11 @@ def fit_actuators(log: CalibrationLog, spec: RobotSpec, max_latency: int) -> dic
 # -- 2. the body by simulation --------------------------------------------------------------------------------
 
 class WindowPredictor:
-    """Replays windows of a log in the training world under candidate parameters, all in one rollout batch."""
+    """Replays windows of a log in the training world under candidate parameters, all in one rollout batch.
+
+    Compared, as the robot measures them: the joints, and for a floating base its height, its body-frame velocity
+    and, in the IMU frame, the gyro and the gravity direction (the prediction goes through the same base → IMU
+    rotation the vectorized env observes with)."""
 
     def __init__(self, log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg):
         import mujoco
@@ -192,8 +200,7 @@ class WindowPredictor:
 
         from robot_rl.sim.world import build_training_world
 
-        if spec.name != log.robot:
-            raise ValueError(f"the calibration log is of robot {log.robot!r}, not {spec.name!r}")
+        log.check_robot(spec)
         self.mujoco, self.spec, self.cfg, self.log = mujoco, spec, cfg, log
         self.robot = build_training_world(spec, None).robot
         self.floating = self.robot.free_qpos_adr is not None  # a fixed base (an arm): joints alone are compared
@@ -203,9 +210,7 @@ class WindowPredictor:
         self._pool = rollout.Rollout(nthread=2)
         self._scratch = mujoco.MjData(self.model)
         self.robot.reset(self._scratch)
-        base, site = self.robot.base_body_id, self.robot.imu_site_id
-        # The IMU may sit rotated on the base: R_imu = R_base · rel.
-        self._imu_rel = self._scratch.xmat[base].reshape(3, 3).T @ self._scratch.site_xmat[site].reshape(3, 3)
+        self._imu_rot = self.robot.imu_in_base(self._scratch)
         self._spec_state = mujoco.mjtState.mjSTATE_FULLPHYSICS
         self.starts = self._pick_windows()
         self.targets = self._recorded_channels()
@@ -223,45 +228,41 @@ class WindowPredictor:
         rng = np.random.default_rng(self.cfg.seed)
         return np.sort(rng.choice(t, size=min(self.cfg.windows, len(t)), replace=False))
 
-    def _base_rotation(self, quat_imu: np.ndarray) -> np.ndarray:
-        mat = np.zeros(9)
-        self.mujoco.mju_quat2Mat(mat, quat_imu)
-        return mat.reshape(3, 3) @ self._imu_rel.T
-
-    def _channels(self, q, dq, rot=None, lin_world=None, ang_body=None, height=None) -> np.ndarray:
-        """What is compared: joints, and for a floating base its height, body-frame velocities and gravity in
-        the body frame."""
+    def _channels(self, q, dq, height=None, lin_body=None, gyro=None, imu_quat=None) -> np.ndarray:
+        """(..., channels): joints; for a floating base also its height, body-frame velocity, gyro and the gravity
+        direction in the IMU frame. Every input (..., ·); quaternions w x y z."""
         if not self.floating:
             return np.concatenate([q, dq], axis=-1)
-        lin_body = np.einsum("...ji,...j->...i", rot, lin_world)
-        gravity = rot[..., 2, :]  # world z in the body frame (rows of Rᵀ = columns of R)
-        return np.concatenate([q, dq, height[..., None], lin_body, ang_body, gravity], axis=-1)
+        gravity = projected_gravity(imu_quat.reshape(-1, 4)).reshape(*imu_quat.shape[:-1], 3)
+        return np.concatenate([q, dq, height[..., None], lin_body, gyro, gravity], axis=-1)
 
     def _recorded_channels(self) -> np.ndarray:
-        a, h = self.log.arrays, self.cfg.horizon_ticks
-        idx = self.starts[:, None] + np.arange(1, h + 1)[None]  # (W, H)
+        a = self.log.arrays
+        idx = self.starts[:, None] + np.arange(1, self.cfg.horizon_ticks + 1)[None]  # (W, H)
         if not self.floating:
             return self._channels(a["q"][idx], a["dq"][idx])
-        rot = np.stack([[self._base_rotation(a["base_quat"][i]) for i in row] for row in idx])
-        lin_world = np.einsum("whij,whj->whi", rot, a["base_lin_vel"][idx])
-        ang_body = np.einsum("ij,whj->whi", self._imu_rel, a["base_ang_vel"][idx])
-        return self._channels(a["q"][idx], a["dq"][idx], rot, lin_world, ang_body, a["base_pos"][idx][..., 2])
+        return self._channels(a["q"][idx], a["dq"][idx], a["base_pos"][idx][..., 2], a["base_lin_vel"][idx],
+                              a["base_ang_vel"][idx], a["base_quat"][idx])
 
     def _initial_states(self) -> np.ndarray:
+        """The full physics state at each window's start: the recorded joints and, for a floating base, its pose
+        and velocity (the IMU's orientation and gyro brought back to the base frame)."""
         mj, a, r, d = self.mujoco, self.log.arrays, self.robot, self._scratch
+        t = self.starts
+        if self.floating:
+            base_quat = quat_mul_rot(a["base_quat"][t], self._imu_rot.T)
+            # v_world = R(q)·v_body = R(q̄)ᵀ·v_body, with q̄ the conjugate
+            lin_world = quat_rotate_inverse(base_quat * np.array([1.0, -1.0, -1.0, -1.0]), a["base_lin_vel"][t])
+            ang_body = a["base_ang_vel"][t] @ self._imu_rot.T
         states = []
-        for t in self.starts:
+        for k, tick in enumerate(t):
             d.qpos[:] = self.model.qpos0
             d.qvel[:] = 0.0
-            d.qpos[r.qpos_adr], d.qvel[r.qvel_adr] = a["q"][t], a["dq"][t]
+            d.qpos[r.qpos_adr], d.qvel[r.qvel_adr] = a["q"][tick], a["dq"][tick]
             if self.floating:
-                rot = self._base_rotation(a["base_quat"][t])
-                quat = np.zeros(4)
-                mj.mju_mat2Quat(quat, rot.reshape(-1))
                 fq, fv = r.free_qpos_adr, r.free_qvel_adr
-                d.qpos[fq : fq + 3], d.qpos[fq + 3 : fq + 7] = a["base_pos"][t], quat
-                d.qvel[fv : fv + 3] = rot @ a["base_lin_vel"][t]
-                d.qvel[fv + 3 : fv + 6] = self._imu_rel @ a["base_ang_vel"][t]
+                d.qpos[fq : fq + 3], d.qpos[fq + 3 : fq + 7] = a["base_pos"][tick], base_quat[k]
+                d.qvel[fv : fv + 3], d.qvel[fv + 3 : fv + 6] = lin_world[k], ang_body[k]
             mj.mj_forward(self.model, d)
             state = np.empty(mj.mj_stateSize(self.model, self._spec_state))
             mj.mj_getState(self.model, d, state, self._spec_state)
@@ -283,27 +284,24 @@ class WindowPredictor:
 
     def errors(self, candidates: list[RealityShift]) -> np.ndarray:
         """Mean squared normalized prediction error of each candidate."""
-        mj, r, w, h, dec = self.mujoco, self.robot, len(self.starts), self.cfg.horizon_ticks, self.decimation
+        r, w, h, dec = self.robot, len(self.starts), self.cfg.horizon_ticks, self.decimation
         models, ctrl = [], []
         for p in candidates:
             models += [self._model_for(p)] * w
             ctrl.append(self._controls(p))
         init = np.tile(self._init, (len(candidates), 1))
         state, _ = self._pool.rollout(models, self._data, init, np.concatenate(ctrl), nstep=h * dec)
-        end = state[:, dec - 1 :: dec]  # (K·W, H, nstate): after each tick's last substep
+        end = state[:, dec - 1 :: dec].reshape(-1, state.shape[-1])  # after each tick's last substep, flat
         nq, nv = self.model.nq, self.model.nv
-        qpos, qvel = end[..., 1 : 1 + nq], end[..., 1 + nq : 1 + nq + nv]
+        qpos, qvel = end[:, 1 : 1 + nq], end[:, 1 + nq : 1 + nq + nv]
         if self.floating:
             fq, fv = r.free_qpos_adr, r.free_qvel_adr
-            rot = np.zeros((*qpos.shape[:2], 9))
-            quat = qpos[..., fq + 3 : fq + 7]
-            for i in np.ndindex(quat.shape[:2]):
-                mj.mju_quat2Mat(rot[i], quat[i])
-            predicted = self._channels(qpos[..., r.qpos_adr], qvel[..., r.qvel_adr],
-                                       rot.reshape(*rot.shape[:2], 3, 3), qvel[..., fv : fv + 3],
-                                       qvel[..., fv + 3 : fv + 6], qpos[..., fq + 2])
+            quat = qpos[:, fq + 3 : fq + 7]
+            predicted = self._channels(qpos[:, r.qpos_adr], qvel[:, r.qvel_adr], qpos[:, fq + 2],
+                                       quat_rotate_inverse(quat, qvel[:, fv : fv + 3]),
+                                       qvel[:, fv + 3 : fv + 6] @ self._imu_rot, quat_mul_rot(quat, self._imu_rot))
         else:
-            predicted = self._channels(qpos[..., r.qpos_adr], qvel[..., r.qvel_adr])
+            predicted = self._channels(qpos[:, r.qpos_adr], qvel[:, r.qvel_adr])
         err = ((predicted.reshape(len(candidates), w, h, -1) - self.targets[None]) / self._scale) ** 2
         err = np.where(np.isfinite(err), err, 1e6)
         return err.mean(axis=(1, 2, 3))
@@ -329,8 +327,7 @@ def _coordinate_search(predictor: WindowPredictor, start: RealityShift, ranges: 
 def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None = None) -> CalibrationResult:
     """Fit a ``RealityShift`` to ``log`` (see the module docstring)."""
     cfg = cfg or CalibrationCfg()
-    if log.robot != spec.name:
-        raise ValueError(f"the calibration log is of robot {log.robot!r}, not {spec.name!r}")
+    log.check_robot(spec)
     actuators = fit_actuators(log, spec, cfg.max_latency_steps)
     start = RealityShift(payload_kg=float(np.clip(0.0, *cfg.payload_range_kg)))
     if actuators:

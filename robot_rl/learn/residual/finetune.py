@@ -192,11 +192,6 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     learner_cfg = LearnerCfg(state_dim=residual.state_dim(obs_dim, j), action_dim=j, residual=residual, sac=sac,
                              replay=replay, run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
                              torch_threads=learner_threads)
-    (run_dir / "config.json").write_text(json.dumps({
-        "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
-        "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
-        "realtime": realtime, "seed": seed}, indent=2, default=str))
-
     start = None
     if calibrated is not None:  # the robot's log → a calibrated sim → the residual trained there starts the learner
         from robot_rl.learn.residual.calibrated import calibrated_start
@@ -206,6 +201,10 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                                                     scene=initial_scene(task)), realtime=realtime, log=print if log
                                  else lambda _: None)
         learner_cfg = dataclasses.replace(learner_cfg, init_from=str(start.init_from))
+    (run_dir / "config.json").write_text(json.dumps({  # after a calibrated start: the learner's start is known
+        "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
+        "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
+        "realtime": realtime, "seed": seed}, indent=2, default=str))
     learner = LearnerProcess(learner_cfg)
     learner.start()
     res_policy = ResidualPolicy(base, residual, learner.board, learner.status, explore=True, seed=seed)

@@ -3,7 +3,6 @@ become the typed settings, whose own checks make a bad value a one-line error; t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Literal
 
 from robot_rl.learn.residual.calibrated import CALIBRATED_DEFAULTS, CalibratedStartCfg
@@ -94,10 +93,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction, history=history)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
-                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std,
-                         critic_dropout=critic_dropout)
+                         alpha_lr=lr, algorithm=algorithm, explore_std=explore_std, critic_dropout=critic_dropout,
+                         actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
-        sac_cfg = dataclasses.replace(sac_cfg, actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
         calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=SimResidualCfg(
             iterations=sim_iterations, seed=seed)) if calibrate else None
     except ValueError as exc:

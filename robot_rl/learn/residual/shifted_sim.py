@@ -187,7 +187,9 @@ def randomization_around(shift: RealityShift, training: dr.RandomizationCfg, spr
                          payload_spread_kg: float = 0.5) -> dr.RandomizationCfg:
     """Domain randomization re-centred on ``shift`` (a calibrated robot): its gains and friction ±``spread``
     around the shift's, its payload ±``payload_spread_kg``, its latency as is; every other term (link masses,
-    COM, motor strength, pushes, observation noise, the initial pose) as the task trained with (``training``)."""
+    COM, motor strength, pushes, observation noise, the initial pose) as the task trained with (``training``).
+    The payload spread is DR's base-mass term: on a legged robot the payload's own body; an arm's payload hangs
+    on its hand, which that term does not reach (there it only moves the fixed base's mass: no effect)."""
     def around(value: float) -> tuple[float, float]:
         return (value * (1 - spread), value * (1 + spread))
 

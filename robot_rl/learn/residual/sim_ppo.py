@@ -8,7 +8,7 @@ The off-policy learner on the robot is sample-efficient per *transition it is gi
 A simulator calibrated to the robot (:mod:`robot_rl.learn.residual.calibration`) gives as many as wanted, and
 there an on-policy learner over hundreds of parallel envs is fast and stable. This module trains the residual
 there with rsl_rl's PPO, through the same frozen base and the same bound, and hands the result to the
-robot-side learner as its starting actor (:func:`residual_actor_checkpoint`): the residual a run on the robot
+robot-side learner as its starting actor (``calibrated.write_init_checkpoint``): the residual a run on the robot
 starts from is then already the correction the calibrated sim asks for, and the robot's own transitions fine-tune
 what the calibration missed.
 
@@ -186,16 +186,3 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
     flat = actor_flat_from_rsl(actor, state_dim, base.contract.num_actions, residual.hidden, log_std)
     return SimResidualResult(flat=flat, transitions=cfg.iterations * cfg.transitions_per_iteration,
                              wall_s=time.monotonic() - started, history=history)
-
-
-def residual_actor_checkpoint(flat: np.ndarray, state_dim: int, action_dim: int, hidden: tuple[int, ...],
-                              path: Path, info: dict | None = None) -> Path:
-    """Write ``flat`` as a checkpoint the robot-side learner starts its actor from (``--init-actor-from``)."""
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"actor_flat": np.asarray(flat, np.float32), "state_dim": state_dim, "action_dim": action_dim,
-                "hidden": tuple(hidden), "info": dict(info or {})}, path)
-    return path
-
-

@@ -46,7 +46,7 @@ def test_a_calibrated_start_fits_the_sim_trains_there_and_starts_the_robot_run(t
     init = read_checkpoint(out / "sim_residual")
     assert init["received"] == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["learner"]["init_from"] is None  # written before the start existed; the learner got it after
+    assert config["learner"]["init_from"] == str(out / "sim_residual")
     assert report.learner["received"] == report.transitions - start["log_transitions"]
 
     # The sim residual alone is a deployable policy with the base's contract.
