@@ -50,7 +50,7 @@ from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recover
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
-from robot_rl.learn.residual.calibrated import CalibratedStartCfg
+from robot_rl.learn.residual.calibrated import CalibratedStartCfg, sim_residual_cfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
 from robot_rl.learn.residual.evaluation import eval_commands, evaluate
@@ -375,6 +375,31 @@ def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
                   critic_dropout=args.critic_dropout)
 
 
+def add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibrate", action="store_true", help="phase residual: a calibrated start (log the base on the "
+                   "robot, fit the sim to it, train the residual there by PPO, then fine-tune on the robot from it)")
+    p.add_argument("--calibration-ticks", type=int, default=CalibratedStartCfg.log_ticks,
+                   help="robot policy ticks a calibrated start logs (counted as transitions)")
+    p.add_argument("--sim-iterations", type=int, help="PPO iterations of the calibrated start's sim residual "
+                   "(6,144 sim transitions each; default: the task's, calibrated.sim_residual_cfg)")
+    p.add_argument("--sim-start", choices=("zero", "actuators"), help="where the sim residual starts: the base "
+                   "alone, or the calibrated actuators' inverse (default: the task's)")
+    p.add_argument("--sim-noise", type=float, default=SimResidualCfg.init_noise_std,
+                   help="the sim residual's initial PPO exploration σ (pre-tanh)")
+    p.add_argument("--sim-lr", type=float, default=SimResidualCfg.learning_rate)
+    p.add_argument("--sim-critic-warmup", type=int, default=SimResidualCfg.critic_warmup,
+                   help="PPO iterations training the sim residual's critic alone first")
+
+
+def calibrated_cfg(args: argparse.Namespace, task) -> CalibratedStartCfg | None:
+    """The calibrated start :func:`add_calibrate_args`' flags ask for (None without ``--calibrate``)."""
+    if not args.calibrate:
+        return None
+    return CalibratedStartCfg(log_ticks=args.calibration_ticks, sim=sim_residual_cfg(
+        task, args.seed, iterations=args.sim_iterations, start=args.sim_start, init_noise_std=args.sim_noise,
+        learning_rate=args.sim_lr, critic_warmup=args.sim_critic_warmup))
+
+
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
     """Where a residual benchmark keeps its results (``OUT_DIR/results.json``) and writes its report."""
     p.add_argument("--out-dir", type=Path, default=Path(out_dir))
@@ -445,12 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ceiling-fractions", type=float, nargs="+", default=[0.1, 0.2, 0.4, math.inf],
                    help="phase ceiling: bounds, as fractions of the action clip (inf: unclipped)")
     p.add_argument("--timing-seconds", type=float, default=20.0)
-    p.add_argument("--calibrate", action="store_true", help="phase residual: a calibrated start (log the base on the "
-                   "robot, fit the sim to it, train the residual there by PPO, then fine-tune on the robot from it)")
-    p.add_argument("--calibration-ticks", type=int, default=CalibratedStartCfg.log_ticks,
-                   help="robot policy ticks a calibrated start logs (counted as transitions)")
-    p.add_argument("--sim-iterations", type=int, default=SimResidualCfg.iterations,
-                   help="PPO iterations of the calibrated start's sim residual (6,144 sim transitions each)")
+    add_calibrate_args(p)
     add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
 
@@ -496,17 +516,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.phase in ("all", "residual"):
         started = time.monotonic()
-        calibrated = None
-        if args.calibrate:
-            calibrated = CalibratedStartCfg(log_ticks=args.calibration_ticks,
-                                            sim=SimResidualCfg(iterations=args.sim_iterations, seed=args.seed))
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
                               residual=ResidualCfg(fraction=args.fraction, history=args.history),
                               sac=sac_cfg(args, task), replay=replay,
                               shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
                               seed=args.seed, command_every_s=args.command_every_s,
                               train_episode_s=args.train_episode_s, eval_every=args.eval_every,
-                              eval_episodes=args.eval_episodes, calibrated=calibrated)
+                              eval_episodes=args.eval_episodes, calibrated=calibrated_cfg(args, task))
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
         results[args.run_name] = curve
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,

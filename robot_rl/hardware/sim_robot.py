@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, Protocol
 
 import numpy as np
@@ -61,6 +62,40 @@ def _base_frame(point_world: np.ndarray, base_pos: np.ndarray, base_rot: np.ndar
     return (np.asarray(point_world) - base_pos) @ base_rot
 
 
+def add_scene(mjs, scene: SimScene) -> None:
+    """Add ``scene``'s boxes to a MuJoCo ``MjSpec`` (``build_mujoco_model``'s world hook): fixed boxes as world
+    geoms, free ones as bodies with a free joint. The robot's and the training env's worlds both build it here."""
+    import mujoco
+
+    for box in scene.boxes:
+        # MuJoCo takes the larger friction of two touching geoms: box on box gets box.friction.
+        geom = dict(type=mujoco.mjtGeom.mjGEOM_BOX, size=list(box.half_size), rgba=list(box.rgba),
+                    friction=[box.friction, 0.005, 0.0001])
+        if box.mass_kg is None:
+            mjs.worldbody.add_geom(name=box.name, pos=list(box.pos), **geom)
+        else:
+            body = mjs.worldbody.add_body(name=box.name, pos=list(box.pos))
+            body.add_freejoint()
+            body.add_geom(name=box.name, mass=box.mass_kg, **geom)
+
+
+def no_gravcomp_on_objects(model, scene: SimScene) -> None:
+    """An arm's model compensates gravity on every body (as its controller does): not on the scene's objects."""
+    for box in scene.boxes:
+        if box.mass_kg is not None:
+            model.body_gravcomp[model.body(box.name).id] = 0.0
+
+
+def scene_ids(model, scene: SimScene | None) -> tuple[np.ndarray, np.ndarray]:
+    """(geom ids, free body ids) of ``scene``'s boxes in ``model``: what domain randomization leaves alone
+    (objects keep their own friction and mass)."""
+    if scene is None:
+        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    geoms = [model.geom(box.name).id for box in scene.boxes]
+    bodies = [model.body(box.name).id for box in scene.boxes if box.mass_kg is not None]
+    return np.array(geoms, dtype=int), np.array(bodies, dtype=int)
+
+
 class _SimBackend(Protocol):
     """What a simulator must offer the SimRobot: command, one physics step, state, a push."""
 
@@ -79,26 +114,11 @@ class _MujocoBackend(_SimBackend):
 
         self._mujoco = mujoco
         self.scene = scene
-        self.robot = build_mujoco_model(spec, terrain=None if scene is None else self._add_scene)
-        model = self.robot.model
-        for box in () if scene is None else scene.boxes:
-            if box.mass_kg is not None:  # an arm's model compensates gravity on every body: not on objects
-                model.body_gravcomp[model.body(box.name).id] = 0.0
+        self.robot = build_mujoco_model(spec, terrain=None if scene is None else partial(add_scene, scene=scene))
+        if scene is not None:
+            no_gravcomp_on_objects(self.robot.model, scene)
         self.data = self.robot.make_data()
         self._tracked = None if scene is None or scene.tracked is None else self.robot.model.body(scene.tracked).id
-
-    def _add_scene(self, mjs) -> None:
-        mj = self._mujoco
-        for box in self.scene.boxes:
-            # MuJoCo takes the larger friction of two touching geoms: box on box gets box.friction.
-            geom = dict(type=mj.mjtGeom.mjGEOM_BOX, size=list(box.half_size), rgba=list(box.rgba),
-                        friction=[box.friction, 0.005, 0.0001])
-            if box.mass_kg is None:
-                mjs.worldbody.add_geom(name=box.name, pos=list(box.pos), **geom)
-            else:
-                body = mjs.worldbody.add_body(name=box.name, pos=list(box.pos))
-                body.add_freejoint()
-                body.add_geom(name=box.name, mass=box.mass_kg, **geom)
 
     def apply(self, command: JointCommand) -> JointCommand:
         return self.robot.apply_command(self.data, command)

@@ -324,6 +324,24 @@ def estimated_torque(q_target: np.ndarray, state: RobotState, command: JointComm
     return command.kp * (q_target - state.q) + command.kd * (command.dq_target - state.dq) + command.tau_ff
 
 
+def torque_limited_targets(
+    q_target: np.ndarray, q: np.ndarray, kp: np.ndarray, rest: np.ndarray, tau_max: np.ndarray, over: np.ndarray,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The law of :func:`torque_limit`, on arrays of any batch shape (the chain's one robot, or the vectorized
+    training env's N, which trains behind it): where ``over``, the spring kp·(q* − q) shrunk so the total with
+    ``rest`` (damping and feed-forward torque) is at ±``tau_max``, towards zero and never past it. Returns the
+    targets and where they moved (a joint saturated by ``rest`` alone does not move)."""
+    spring = kp * (q_target - q)
+    # The spring torque that puts the total at the limit, but not past zero (never reversing the pull).
+    allowed = np.where(spring > 0, np.maximum(tau_max - rest, 0.0), np.minimum(-tau_max - rest, 0.0))
+    shrink = over & (np.abs(allowed) < np.abs(spring))
+    moved = q + allowed / np.where(shrink, kp, 1.0)  # kp > 0 wherever shrink holds
+    if bounds is not None:
+        moved = np.minimum(np.maximum(moved, bounds[0]), bounds[1])
+    return np.where(shrink, moved, q_target), shrink
+
+
 def torque_limit(
     q_target: np.ndarray, state: RobotState, command: JointCommand, limits: SafetyLimits, active: np.ndarray,
     bounds: tuple[np.ndarray, np.ndarray] | None = None,
@@ -339,9 +357,8 @@ def torque_limit(
     the torque limit: a target is never moved outside them. Moving q* toward q can exceed the rate limit
     relative to the last target; the torque does not jump, it is held at the limit.
     """
-    spring = command.kp * (q_target - state.q)
     rest = command.kd * (command.dq_target - state.dq) + command.tau_ff
-    tau = spring + rest
+    tau = command.kp * (q_target - state.q) + rest
     tau_max = limits.torque_max
     over = (tau > tau_max) | (tau < -tau_max)
     if not over.any():
@@ -349,15 +366,9 @@ def torque_limit(
     over &= active
     if not over.any():
         return q_target, None
-    # The spring torque that puts the total at the limit, but not past zero (never reversing the pull).
-    allowed = np.where(spring > 0, np.maximum(tau_max - rest, 0.0), np.minimum(-tau_max - rest, 0.0))
-    shrink = over & (np.abs(allowed) < np.abs(spring))
+    out, shrink = torque_limited_targets(q_target, state.q, command.kp, rest, tau_max, over, bounds)
     if not shrink.any():
         return q_target, None  # saturated by damping / feed-forward alone: nothing we may change
-    moved = state.q + allowed / np.where(shrink, command.kp, 1.0)  # kp > 0 wherever shrink holds
-    if bounds is not None:
-        moved = np.minimum(np.maximum(moved, bounds[0]), bounds[1])
-    out = np.where(shrink, moved, q_target)
     idx = shrink.nonzero()[0]
     tau_after = estimated_torque(out, state, command)
     still = np.flatnonzero(over & ((tau_after > tau_max * (1 + 1e-9)) | (tau_after < -tau_max * (1 + 1e-9))))

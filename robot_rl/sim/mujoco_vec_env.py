@@ -13,6 +13,10 @@ and terrain are randomized per env by plain writes at reset. Gains and motor str
 numpy in, numpy out; ``robot_rl.learn.ppo`` adapts it to rsl_rl's VecEnv and ``robot_rl.sim.gym_vector`` to
 Gymnasium's vector API. Autoreset is immediate: the observation returned for a finished env is the first
 of its next episode.
+
+Push tasks (learned from demos, not by PPO) run here too, for residual training in a calibrated sim: the task's
+scene (table, cube) is built into the world, each episode draws a layout from the task's own sampler (the cube's
+start; the goal is the command), the cube's position is observed and rewarded, and success is the task's own.
 """
 
 from __future__ import annotations
@@ -26,18 +30,21 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
+from robot_rl.hardware.sim_robot import scene_ids
 from robot_rl.robots.spec import load_robot
+from robot_rl.safety.filters import torque_limited_targets
 from robot_rl.sim import randomization as dr
 from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
 from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.world import build_training_world, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
+from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
 
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
-OBJECTIVES = PPO_OBJECTIVES  # what this env computes rewards and metrics for
+OBJECTIVES = (*PPO_OBJECTIVES, "push")  # what this env computes rewards and metrics for
 
 
 @dataclass
@@ -71,9 +78,16 @@ class MujocoVecEnv:
         self.spec = spec = load_robot(task.robot)
         self.num_envs = n = num_envs
         self.rng = np.random.default_rng(seed)
+        self.push = push_task_module(task) if task.objective == "push" else None
+        if self.push is not None and fixed_command is not None:
+            raise ValueError(f"task {task.name!r}: a push episode's command is its layout's goal, it cannot be fixed")
         self.fixed_command = None if fixed_command is None else self._checked_command(task, fixed_command)
         self.dr_cfg = task.randomization if randomize else dr.NO_RANDOMIZATION
-        self.world = build_training_world(spec, task.terrain)
+        # The scene's cube is where some layout puts it; every reset moves it to its episode's own.
+        scene = None
+        if self.push is not None:
+            scene = self.push.push_scene(self.push.sample_episode(np.random.default_rng(0)).cube_xy)
+        self.world = build_training_world(spec, task.terrain, scene=scene)
         self.robot = robot = self.world.robot
         base_model = robot.model
         self.models = [copy.copy(base_model) for _ in range(n)]
@@ -107,10 +121,14 @@ class MujocoVecEnv:
         self._imu_aligned = bool(np.allclose(self._imu_rot, np.eye(3)))
         self._base_pos0 = self._scratch.xpos[robot.base_body_id].copy()
         self._base_rot0 = self._scratch.xmat[robot.base_body_id].reshape(3, 3).copy()
+        if scene is not None:  # the tracked object's free joint: position and quaternion, then its velocity
+            joint = base_model.body(scene.tracked).jntadr[0]
+            self._object_qpos = self._qpos_off + base_model.jnt_qposadr[joint] + np.arange(7)
+            self._object_qvel = self._qvel_off + base_model.jnt_dofadr[joint] + np.arange(6)
 
         # Randomization and actuation state.
         self.nominal = dr.NominalModel.capture(base_model, robot.base_body_id, robot.joint_ids,
-                                               spec.sim_model.base_friction)
+                                               spec.sim_model.base_friction, *scene_ids(base_model, scene))
         self.kp = np.tile(spec.kp, (n, 1))
         self.kd = np.tile(spec.kd, (n, 1))
         self.strength = np.ones((n, j))
@@ -145,6 +163,7 @@ class MujocoVecEnv:
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
+        self.torque_max = spec.safety.torque_limit_fraction * spec.effort_limits  # the chain's torque limit
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
@@ -174,7 +193,13 @@ class MujocoVecEnv:
             out["base_lin_vel"] = quat_rotate_inverse(quat, s[:, v : v + 3])
             out["base_ang_vel"] = s[:, v + 3 : v + 6]  # a free joint's angular velocity is in the body frame
             out["gravity"] = projected_gravity(quat)
+        if self.push is not None:
+            out["object_pos"] = (s[:, self._object_qpos[:3]] - self._base_pos0) @ self._base_rot0
         return out
+
+    def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(q, dq) of every env's spec joints, (N, joints) each: copies."""
+        return self.state[:, self._qpos_idx].copy(), self.state[:, self._qvel_idx].copy()
 
     def _obs_inputs(self, f: dict[str, np.ndarray]) -> ObsInputs:
         n = self.num_envs
@@ -185,7 +210,8 @@ class MujocoVecEnv:
         else:
             quat, ang, lin = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1)), np.zeros((n, 3)), np.zeros((n, 3))
         return ObsInputs(q=f["q"], dq=f["dq"], default_q=self.default_q, base_quat=quat, base_ang_vel=ang,
-                         command=self.commands, last_action=self.action, base_lin_vel=lin)
+                         command=self.commands, last_action=self.action, base_lin_vel=lin,
+                         object_pos=f.get("object_pos"))
 
     def _compute_obs(self, frame: dict[str, np.ndarray] | None = None) -> None:
         """Observations at the current state rows (``frame``: already read from them, if no env was reset)."""
@@ -228,9 +254,16 @@ class MujocoVecEnv:
             if self.task.terrain is not None:
                 rows[:, p + 2] += terrain_lib.height_at(self.task.terrain, self.heights[ids], np.zeros((k, 2)))
             rows[:, p + 3 : p + 7] = yaw_quat(self.rng.uniform(-np.pi, np.pi, size=k))
+        if self.push is not None:  # a layout per env: the cube at its start, at rest; the goal is the command
+            layouts = [self.push.sample_episode(self.rng) for _ in range(k)]
+            starts = [_tracked_box(self.push.push_scene(layout.cube_xy)).pos for layout in layouts]
+            rows[:, self._object_qpos] = [[*pos, 1.0, 0.0, 0.0, 0.0] for pos in starts]
+            rows[:, self._object_qvel] = 0.0
+            self.commands[ids] = [layout.command for layout in layouts]
+        else:
+            self.commands[ids] = self._sample_commands(k)
         self.state[ids] = rows
 
-        self.commands[ids] = self._sample_commands(k)
         self.episode_length[ids] = 0
         self.action[ids] = 0.0
         self.last_action[ids] = 0.0
@@ -238,7 +271,7 @@ class MujocoVecEnv:
         self.last_sent_action[ids] = 0.0
         self.last_dq[ids] = dq
         self.feet.reset(ids)
-        self.delay.reset(ids, dr.sample_latency(cfg, self.rng, k))
+        self.delay.reset(ids, dr.sample_latency(cfg, self.rng, k), fill=np.tile(self.default_q, (k, 1)))
         self.actor_obs_builder.reset(ids)
         self.critic_obs_builder.reset(ids)
         for sums in self._episode_sums.values():
@@ -300,8 +333,16 @@ class MujocoVecEnv:
                     out=self.sent_action)
         else:
             self.sent_action[:] = action
-        applied = self.delay.push(self.sent_action)
-        q_target = self.task.action.decode(applied, self.default_q)
+        q_sent = self.task.action.decode(self.sent_action, self.default_q)
+        if self.task.torque_limit_targets:  # as the chain does on the host: from the measured state, commanded gains
+            q, dq = self.state[:, self._qpos_idx], self.state[:, self._qvel_idx]
+            rest = -self.spec.kd * dq
+            tau = self.spec.kp * (q_sent - q) + rest
+            over = (tau > self.torque_max) | (tau < -self.torque_max)
+            if over.any():
+                q_sent, _ = torque_limited_targets(q_sent, q, self.spec.kp, rest, self.torque_max, over)
+                self.sent_action[:] = (q_sent - self.default_q) / self.task.action.scale  # the chain's reference
+        q_target = self.delay.push(q_sent)  # latency acts on what was sent, after the host's filters
         # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
         self._ctrl[:] = self.robot.pd_ctrl(q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
 
@@ -383,8 +424,10 @@ class MujocoVecEnv:
             adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
             force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
             inputs.first_contact, inputs.air_time = self.feet.update(force)
-        if sens.ee_pos is not None:
+        if self.task.objective == "reach":
             inputs.ee_error = np.linalg.norm(self.end_effector_pos() - self.commands, axis=1)
+        if self.push is not None:
+            inputs.object_pos, inputs.tool_pos = f["object_pos"], self.end_effector_pos()
         return compute_rewards(self.rewards_cfg, inputs)
 
     def end_effector_pos(self) -> np.ndarray:
@@ -397,7 +440,7 @@ class MujocoVecEnv:
 
     def _resample_commands(self) -> None:
         every = self.task.command_resample_s
-        if every is None:
+        if every is None or self.push is not None:  # a push goal belongs to the episode's layout
             return
         steps = max(round(every / self.dt), 1)
         due = np.flatnonzero((self.episode_length % steps == 0) & (self.episode_length > 0))
@@ -413,7 +456,12 @@ class MujocoVecEnv:
         if self.task.objective == "velocity_tracking":
             out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
             out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
-        if self.world.sensors.ee_pos is not None:
+        if self.push is not None:
+            cube = self._frame()["object_pos"][ids]
+            out["Episode/final_distance_m"] = np.linalg.norm(cube[:, :2] - self.commands[ids], axis=1)
+            out["Episode/success"] = np.array([self.push.push_success(p, g) for p, g in zip(cube, self.commands[ids],
+                                                                                           strict=True)], dtype=float)
+        elif self.task.objective == "reach":
             err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
             out["Episode/final_distance_m"] = err
             out["Episode/success"] = (err < self.task.rewards.reach_tolerance_m).astype(float)
@@ -427,3 +475,7 @@ class MujocoVecEnv:
 
 def _copied(inputs: ObsInputs) -> ObsInputs:
     return ObsInputs(**{k: None if v is None else np.array(v) for k, v in vars(inputs).items()})
+
+
+def _tracked_box(scene):
+    return next(box for box in scene.boxes if box.name == scene.tracked)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 import numpy as np
@@ -134,12 +134,17 @@ class NominalModel:
     robot_bodies: np.ndarray  # body ids whose mass is randomized (the robot's, not the world's)
     spec_joints: np.ndarray  # joint id of each spec joint, in spec order
     base_friction: float
+    object_geoms: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # keep their own friction
 
     @classmethod
     def capture(
-        cls, model: mujoco.MjModel, base_body: int, spec_joints: np.ndarray, base_friction: float
+        cls, model: mujoco.MjModel, base_body: int, spec_joints: np.ndarray, base_friction: float,
+        object_geoms: np.ndarray = (), object_bodies: np.ndarray = (),
     ) -> NominalModel:
-        robot = np.array([b for b in range(1, model.nbody) if model.body_mass[b] > 0], dtype=int)
+        """``object_geoms`` / ``object_bodies``: a scene's boxes (a table, a cube): the friction term leaves their
+        friction as built and the mass terms leave their bodies alone (they are not the robot)."""
+        objects = set(np.asarray(object_bodies, dtype=int).tolist())
+        robot = np.array([b for b in range(1, model.nbody) if model.body_mass[b] > 0 and b not in objects], dtype=int)
         return cls(
             geom_friction=model.geom_friction.copy(),
             body_mass=model.body_mass.copy(),
@@ -150,6 +155,7 @@ class NominalModel:
             robot_bodies=robot,
             spec_joints=np.asarray(spec_joints, dtype=int),
             base_friction=base_friction,
+            object_geoms=np.asarray(object_geoms, dtype=int),
         )
 
 
@@ -198,9 +204,11 @@ def nominal_sample(nominal: NominalModel, n: int = 1) -> ModelSample:
 
 def randomized_friction(nominal: NominalModel, scale: float) -> np.ndarray:
     """Every geom's sliding friction = base_friction × scale (MuJoCo takes the max of a contact's pair, so
-    setting ground and robot alike makes the contact friction exactly that value)."""
+    setting ground and robot alike makes the contact friction exactly that value); a scene's objects keep
+    theirs."""
     friction = nominal.geom_friction.copy()
     friction[:, 0] = nominal.base_friction * scale
+    friction[nominal.object_geoms] = nominal.geom_friction[nominal.object_geoms]
     return friction
 
 
@@ -272,7 +280,8 @@ def initial_joint_state(
 
 
 class ActionDelay:
-    """Per-env action latency of 0..k policy steps: what reaches the motors is the action from k steps ago."""
+    """Per-env latency of 0..k policy steps: what reaches the motors is the command (an action or its joint targets)
+    from k steps ago."""
 
     def __init__(self, num_envs: int, num_actions: int, max_steps: int):
         self.buffer = np.zeros((num_envs, max_steps + 1, num_actions))

@@ -1,6 +1,7 @@
 """What the training env adds to a robot's MuJoCo model: terrain and the sensors rewards read.
 
-Added through ``build_mujoco_model``'s ``terrain`` hook (it receives the ``MjSpec`` before compiling).
+Added through ``build_mujoco_model``'s ``terrain`` hook (it receives the ``MjSpec`` before compiling), with a
+push task's scene (a table, a cube) built by the same function the simulated robot uses (``add_scene``).
 Sensors, not Python-side kinematics, because ``mujoco.rollout`` returns sensor data for every substep of
 every env in one array: contact per foot and on the base, joint actuator torque, end-effector position
 and velocity. The heightfield is a placeholder of the right size; each env writes its own patch into its
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from robot_rl.hardware.sim_robot import SimScene, add_scene, no_gravcomp_on_objects
 from robot_rl.robots.mujoco_model import MujocoRobot, build_mujoco_model
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.terrain import TerrainCfg
@@ -44,6 +46,7 @@ class TrainingWorld:
     sensors: SensorLayout
     hfield_id: int | None
     terrain: TerrainCfg | None
+    scene: SimScene | None = None
 
 
 def _add_contact_sensor(mjs: mujoco.MjSpec, name: str, body: str) -> None:
@@ -52,7 +55,9 @@ def _add_contact_sensor(mjs: mujoco.MjSpec, name: str, body: str) -> None:
     s.intprm = [_CONTACT_FOUND_FORCE, _REDUCE_NETFORCE, 1]
 
 
-def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visual: bool = False) -> TrainingWorld:
+def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visual: bool = False,
+                         scene: SimScene | None = None) -> TrainingWorld:
+    """``scene``: objects around the robot (a push task's table and cube)."""
     sim = spec.sim_model
 
     def extras(mjs: mujoco.MjSpec) -> None:
@@ -68,6 +73,8 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
             # not two coplanar ones), and it does not z-fight with the floor in renders.
             mjs.worldbody.add_geom(name=HFIELD, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=HFIELD, pos=[0, 0, -1e-3],
                                    friction=[sim.base_friction, 0.005, 0.0001], rgba=[0.45, 0.4, 0.35, 1])
+        if scene is not None:
+            add_scene(mjs, scene)
         for i, foot in enumerate(sim.foot_bodies):
             _add_contact_sensor(mjs, FOOT_CONTACT.format(i), foot)
         if sim.floating_base:
@@ -82,12 +89,16 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
 
     robot = build_mujoco_model(spec, floor=True, terrain=extras, keep_visual=keep_visual)
     m = robot.model
-    # Training physics: MuJoCo's default pyramidal friction cone, ~1.8x faster than the elliptic cone with
-    # impratio 100 the model builder uses for faithful standing (no foot creep). Feet slipping a little
-    # more is harmless under friction randomization, and the sim2sim gate then checks the policy against
-    # the stiffer-friction MuJoCo model and PyBullet: a second, different contact model for free.
-    m.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-    m.opt.impratio = 1.0
+    if scene is not None:
+        no_gravcomp_on_objects(m, scene)
+    else:
+        # Training physics: MuJoCo's default pyramidal friction cone, ~1.8x faster than the elliptic cone with
+        # impratio 100 the model builder uses for faithful standing (no foot creep). Feet slipping a little
+        # more is harmless under friction randomization, and the sim2sim gate then checks the policy against
+        # the stiffer-friction MuJoCo model and PyBullet: a second, different contact model for free. A scene
+        # keeps the builder's cone: how a pushed object slides and sticks is the task itself there.
+        m.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+        m.opt.impratio = 1.0
 
     def adr(name: str) -> int:
         return int(m.sensor(name).adr[0])
@@ -100,7 +111,7 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
         ee_vel=adr(EE_VEL) if sim.end_effector_body else None,
     )
     hfield_id = m.hfield(HFIELD).id if terrain is not None else None
-    return TrainingWorld(robot=robot, sensors=sensors, hfield_id=hfield_id, terrain=terrain)
+    return TrainingWorld(robot=robot, sensors=sensors, hfield_id=hfield_id, terrain=terrain, scene=scene)
 
 
 def write_heightfield(model: mujoco.MjModel, hfield_id: int, heights: np.ndarray) -> None:

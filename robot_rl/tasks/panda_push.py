@@ -8,10 +8,10 @@ it, on hardware a perception source must) and the goal. Success: the cube's cent
 goal (in the table plane) at the end of the episode.
 
 The task is learned from demonstrations (scripted expert or teleop → LeRobot dataset → behaviour cloning,
-``robot_rl.learn.bc``), not by PPO: the vectorized training env has no objects, so this task carries no
-rewards for PPO and its PPO settings are unused. The scene is built in every simulator by ``SimRobot``'s
-scene hook. Its rewards (:data:`REWARDS`) are read by residual fine-tuning on the robot only
-(:mod:`robot_rl.learn.residual`), from ``RobotState``: the cube's position and the tool point.
+``robot_rl.learn.bc``), not by PPO from scratch: its PPO settings are unused. The scene is built in every
+simulator by the same scene hook (``SimRobot``, and the vectorized env's world). Its rewards (:data:`REWARDS`)
+are read by residual fine-tuning (:mod:`robot_rl.learn.residual`): on the robot from ``RobotState`` (the cube's
+position and the tool point), and in the vectorized env where a calibrated start trains the residual by PPO.
 """
 
 from __future__ import annotations
@@ -59,12 +59,11 @@ ACTOR_OBS = ObservationLayout(
     )
 )
 
-# Used only by residual fine-tuning on the robot (PPO does not train this task: its vectorized env has no
-# cube). Weights are per second. Dense: the cube's distance to the goal and a kernel that sharpens within a
-# few cm; the success term pays every tick the cube is inside the task's success radius, so holding it
-# there (not passing through) is what counts, as the criterion is taken at the episode's end. The tool →
-# cube term is small shaping only: once the cube is at the goal the base policy retreats home, and a
-# strong pull towards the cube would fight that.
+# Used by residual fine-tuning only (on the robot, and the calibrated start's sim residual). Weights are per second.
+# Dense: the cube's distance to the goal and a kernel that sharpens within a few cm; the success term pays every
+# tick the cube is inside the task's success radius, so holding it there (not passing through) is what counts, as
+# the criterion is taken at the episode's end. The tool → cube term is small shaping only: once the cube is at the
+# goal the base policy retreats home, and a strong pull towards the cube would fight that.
 REWARDS = RewardsCfg(
     terms=(
         RewardTerm("push_distance", -5.0),
@@ -138,10 +137,15 @@ def panda_push() -> TaskCfg:
         critic_obs=ACTOR_OBS,
         commands=COMMANDS,
         action=JointPositionAction(scale=0.5, clip=4.0),
-        rewards=REWARDS,  # for residual fine-tuning only: PPO does not train this task (module docstring)
+        rewards=REWARDS,  # for residual fine-tuning only (module docstring)
         terminations=TerminationsCfg(),
         randomization=NO_RANDOMIZATION,
         episode_length_s=EPISODE_LENGTH_S,
         ppo=PPOCfg(),
+        # A residual trained in the vectorized sim (a calibrated start) trains behind the chain's target filters,
+        # as it runs deployed: without them, one trained under the push shift scored 0.20 in the vectorized env
+        # and 0.0 on the robot, its targets clipped by the chain's rate and torque limits ~every tick.
+        rate_limit_targets=True,
+        torque_limit_targets=True,
         terrain=None,
     )

@@ -35,6 +35,7 @@ from robot_rl.safety.filters import (
     stale_check,
     tilt_check,
     torque_limit,
+    torque_limited_targets,
     velocity_aware_bounds,
     velocity_aware_limit,
 )
@@ -281,6 +282,26 @@ def test_torque_limit_never_reverses_the_spring():
     assert "saturated" in event.detail and "panda_joint1" in event.detail
     target[0] = state.q[0] + 0.01  # spring pushing along the motion reduces the total: untouched, no event
     assert torque_limit(target, state, hold(spec, target), lim, np.ones(7, bool)) == (target, None)
+
+
+def test_the_batched_torque_law_is_the_chains_row_by_row():
+    """What the vectorized env trains behind (``torque_limited_targets`` over N robots) is what the chain's
+    ``torque_limit`` sends for each robot alone: random targets, velocities and pushes past the limits."""
+    spec, lim = spec_of("panda"), limits_of("panda")
+    rng = np.random.default_rng(0)
+    n = 64
+    q = spec.default_positions + rng.normal(0, 0.3, (n, 7))
+    dq = rng.normal(0, 1.5, (n, 7))
+    target = q + rng.normal(0, 0.4, (n, 7))
+    rest = -spec.kd * dq
+    tau = spec.kp * (target - q) + rest
+    over = (tau > lim.torque_max) | (tau < -lim.torque_max)
+    batched, moved = torque_limited_targets(target, q, spec.kp, rest, lim.torque_max, over)
+    assert moved.any() and (~moved).any()
+    for i in range(n):
+        state = standing(spec, q=q[i], dq=dq[i])
+        alone, _ = torque_limit(target[i], state, hold(spec, target[i]), lim, np.ones(7, bool))
+        np.testing.assert_allclose(batched[i], alone, rtol=0, atol=1e-12)
 
 
 def test_torque_limit_respects_the_position_bounds_and_skips_kp_zero_joints():

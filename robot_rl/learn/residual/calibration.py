@@ -346,7 +346,7 @@ def calibrate(log: CalibrationLog, spec: RobotSpec, cfg: CalibrationCfg | None =
                                                         "estimator): payload and friction left nominal"])
     predictor = WindowPredictor(log, spec, cfg)
     body = {"payload_kg": cfg.payload_range_kg}
-    if predictor.floating:  # an arm touches nothing in its calibration log: its friction says nothing
+    if predictor.floating:  # an arm's friction acts only on what it pushes, which the replayed world leaves out
         body["friction_scale"] = cfg.friction_range
     if actuators:
         best, error = _coordinate_search(predictor, start, body, cfg)

@@ -167,15 +167,9 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             ReplayBuffer.load(replay.prior_path, gamma=sac.gamma, n_step=replay.n_step)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError("--prior", replay.prior_path, str(exc)) from None
-    if calibrated is not None:
-        from robot_rl.sim.mujoco_vec_env import OBJECTIVES
-
-        if resume is not None or init_from is not None or residual.history != 1:
-            raise ConfigError("--calibrate", "on", "a calibrated start trains a fresh residual without history: not "
-                              "with --resume, --init-from or --history")
-        if task.objective not in OBJECTIVES:
-            raise ConfigError("--calibrate", task.name, f"the calibrated sim residual trains in the vectorized env, "
-                              f"which runs {', '.join(OBJECTIVES)} tasks, not {task.objective}")
+    if calibrated is not None and (resume is not None or init_from is not None or residual.history != 1):
+        raise ConfigError("--calibrate", "on", "a calibrated start trains a fresh residual without history: not "
+                          "with --resume, --init-from or --history")
     for flag, where in (("--resume", resume), ("--init-from", init_from)):
         if where is not None and not (Path(where).is_file() or (Path(where) / "checkpoint.pt").is_file()):
             raise ConfigError(flag, where, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from robot_rl.learn.residual.calibrated import CALIBRATED_DEFAULTS, CalibratedStartCfg
+from robot_rl.learn.residual.calibrated import CALIBRATED_DEFAULTS, CalibratedStartCfg, sim_residual_cfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.finetune import Interface, parse_shift, policy_task, run_finetune
-from robot_rl.learn.residual.sim_ppo import SimResidualCfg
 from robot_rl.typed_yaml import ConfigError
 
 
@@ -25,7 +24,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              teleop: str | None = None, realtime: bool | None = None, fifo_priority: int | None = None, seed: int = 0,
              domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1,
              calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
-             sim_iterations: int = SimResidualCfg.iterations, actor_warmup: int | None = None,
+             sim_iterations: int | None = None, sim_start: Literal["zero", "actuators"] | None = None,
+             actor_warmup: int | None = None,
              anchor_penalty: float | None = None) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
@@ -74,7 +74,11 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
             training sim's gains, latency, payload and friction to that log, train the residual there by PPO
             (sim_iterations), then fine-tune on the robot from it. The log's ticks count as transitions.
         calibration_ticks: policy ticks of the robot log a calibrated start fits the sim to.
-        sim_iterations: PPO iterations of the residual in the calibrated sim (6,144 sim transitions each).
+        sim_iterations: PPO iterations of the residual in the calibrated sim (6,144 sim transitions each). Default
+            400; 0 for push tasks (calibrated.SIM_RESIDUAL_BY_OBJECTIVE).
+        sim_start: where the sim residual starts: zero (the base alone) or actuators (the calibrated motors'
+            inverse, fitted by regression: the residual under which they apply the torques the base's targets ask of
+            the nominal ones and hold the fitted payload). Default zero; actuators for push tasks.
         actor_warmup: critic-only updates before the residual first moves (fresh critics learning a started
             residual's value before their gradient reaches it). Default 0; 2000 with --calibrate.
         anchor_penalty: × the squared distance of the residual from the one the run started from (--calibrate,
@@ -96,8 +100,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
                          alpha_lr=lr, algorithm=algorithm, explore_std=explore_std, critic_dropout=critic_dropout,
                          actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
-        calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=SimResidualCfg(
-            iterations=sim_iterations, seed=seed)) if calibrate else None
+        calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=sim_residual_cfg(
+            policy_task(policy), seed, iterations=sim_iterations, start=sim_start)) if calibrate else None
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None
     report = run_finetune(

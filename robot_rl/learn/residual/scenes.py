@@ -13,26 +13,16 @@ Every evaluation uses one fixed, seeded set (:func:`eval_setups`); training draw
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 
 from robot_rl.hardware.sim_robot import SimScene
+from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.task import TaskCfg
 
+__all__ = ["EVAL_SEED", "EpisodeSetup", "eval_setups", "initial_scene", "push_task_module", "sample_setups"]
+
 EVAL_SEED = 12345  # not the demos' (0) nor the BC evaluation's (10 000 + seed): layouts never trained on
-
-
-def push_task_module(task: TaskCfg) -> ModuleType:
-    """The module of a push task: ``sample_episode(rng)``, ``push_scene(cube_xy)``, ``push_success(pos, goal)``,
-    ``goal_distance``."""
-    from robot_rl.tasks import panda_push
-
-    modules = {panda_push.NAME: panda_push}
-    if task.objective != "push" or task.name not in modules:
-        raise ValueError(f"task {task.name!r} ({task.objective}) is not a push task with a scene "
-                         f"(known: {', '.join(modules)})")
-    return modules[task.name]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.hardware.interface import JointCommand
-from robot_rl.hardware.sim_robot import SimRobot, SimScene
+from robot_rl.hardware.sim_robot import SimRobot, SimScene, scene_ids
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim import randomization as dr
 
@@ -111,10 +111,14 @@ def with_payload(nominal: dr.NominalModel, body: int, payload_kg: float) -> dr.N
 
 
 def apply_shift_to_model(model, data, spec: RobotSpec, base_body: int, joint_ids: np.ndarray,
-                         shift: RealityShift) -> dr.NominalModel:
-    """Write the payload and friction of ``shift`` into ``model``; returns the shifted nominal (for envs
-    that re-apply it at every reset)."""
-    nominal = dr.NominalModel.capture(model, base_body, joint_ids, spec.sim_model.base_friction)
+                         shift: RealityShift, scene: SimScene | None = None) -> dr.NominalModel:
+    """Write the payload and friction of ``shift`` into ``model`` (``scene``: the objects built into it, whose
+    friction the object scale moves); returns the shifted nominal (for envs that re-apply it at every reset)."""
+    geoms, bodies = scene_ids(model, scene)
+    nominal = dr.NominalModel.capture(model, base_body, joint_ids, spec.sim_model.base_friction, geoms, bodies)
+    friction = nominal.geom_friction.copy()
+    friction[geoms, 0] *= shift.object_friction_scale
+    nominal = dataclasses.replace(nominal, geom_friction=friction)
     body = payload_body(model, spec)
     nominal_mass = float(nominal.body_mass[body])
     nominal = with_payload(nominal, body, shift.payload_kg)
@@ -138,10 +142,8 @@ class ShiftedSimRobot(SimRobot):
         super().connect()
         backend = self._backend
         robot = backend.robot
-        apply_shift_to_model(robot.model, backend.data, self.spec, robot.base_body_id, robot.joint_ids, self.shift)
-        for box in () if self.scene is None else self.scene.boxes:
-            geom = robot.model.geom(box.name).id
-            robot.model.geom_friction[geom, 0] = box.friction * self.shift.object_friction_scale
+        apply_shift_to_model(robot.model, backend.data, self.spec, robot.base_body_id, robot.joint_ids, self.shift,
+                             self.scene)
         self._queue.clear()
         for _ in range(self.shift.latency_steps):  # the motors start on the power-up (passive) command
             self._queue.append(JointCommand.passive(self.spec.num_joints))
@@ -211,7 +213,8 @@ def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, 
     env = MujocoVecEnv(task, num_envs, seed=seed, randomize=True, nthread=nthread)
     first = env.models[0]
     scratch = mujoco.MjData(first)
-    env.nominal = apply_shift_to_model(first, scratch, env.spec, env.robot.base_body_id, env.robot.joint_ids, shift)
+    env.nominal = apply_shift_to_model(first, scratch, env.spec, env.robot.base_body_id, env.robot.joint_ids, shift,
+                                       env.world.scene)
     for model in env.models[1:]:
         model.body_gravcomp[:] = first.body_gravcomp
     env.reset()  # every env re-applies the (shifted) nominal model

@@ -14,8 +14,14 @@ what the calibration missed.
 
 The PPO actor is the residual actor's shape (ReLU MLP, ``ResidualCfg.hidden``) so that its weights *are* a
 residual actor: rsl_rl's input normalizer is folded into the first layer, the mean head is copied, and the
-log σ head is set to a constant (the robot-side learner's exploration). The last layer starts at zero, so PPO
-starts from the base alone.
+log σ head is set to a constant (the robot-side learner's exploration).
+
+Where PPO starts (``SimResidualCfg.start``): ``"zero"`` — the last layer at zero, the base alone; or
+``"actuators"`` — the actuators' inverse, fitted by regression: the residual that makes the calibrated motors
+(kp, kd scaled) apply the torque the base's target asks of the nominal ones, τ = kp (q* − q) − kd q̇, on states the
+calibrated sim visits (:func:`actuator_compensation`). It is what the calibration already says about the motors,
+given to PPO as its start rather than left for it to find: on panda-push, a contact task where PPO's exploration
+noise alone undoes the base's pushes, PPO from zero had not moved the return in 300 iterations.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -51,12 +58,21 @@ class SimResidualCfg:
     # randomization_around): the calibrated sim is an estimate, and the robot is not a member of its family.
     randomize: bool = True
     critic_hidden: tuple[int, ...] = (256, 128, 64)
+    start: Literal["zero", "actuators"] = "zero"  # where PPO starts: the base alone, or the actuators' inverse
+    start_steps: int | None = None  # policy steps of every env the "actuators" start is fitted on (None: an episode)
+    # PPO iterations that train the critic alone before the actor moves: from a fitted start, PPO's first updates
+    # on an untrained critic's advantages undid it (panda-push: the return fell from +1.7 to −7 within 30).
+    critic_warmup: int = 0
     seed: int = 0
     nthread: int | None = None  # MuJoCo rollout threads (None: every core)
 
     def __post_init__(self) -> None:
-        if self.iterations < 1 or self.num_envs < 1 or self.steps_per_env < 1:
-            raise ValueError(f"sim residual: iterations, num_envs and steps_per_env must be ≥ 1, got {self}")
+        counts = (self.num_envs, self.steps_per_env, 1 if self.start_steps is None else self.start_steps)
+        if self.iterations < 0 or self.critic_warmup < 0 or min(counts) < 1:
+            raise ValueError(f"sim residual: iterations must be ≥ 0, num_envs, steps_per_env and start_steps ≥ 1, "
+                             f"got {self}")
+        if self.start not in ("zero", "actuators"):
+            raise ValueError(f"sim residual: start must be 'zero' or 'actuators', got {self.start!r}")
         if self.init_noise_std <= 0 or self.learning_rate <= 0:
             raise ValueError(f"sim residual: init_noise_std and learning_rate must be > 0, got {self}")
 
@@ -113,6 +129,7 @@ class SimResidualResult:
     transitions: int
     wall_s: float
     history: list[dict]  # per iteration: mean reward, episode length, steps/s
+    start_fit: dict | None = None  # the "actuators" start: samples and regression errors
 
 
 def actor_flat_from_rsl(actor, state_dim: int, action_dim: int, hidden: tuple[int, ...],
@@ -142,6 +159,83 @@ def actor_flat_from_rsl(actor, state_dim: int, action_dim: int, hidden: tuple[in
     p["mean.weight"][:], p["mean.bias"][:] = weights[-1]
     p["log_std.bias"][:] = log_std
     return flat
+
+
+def actuator_compensation(task, spec, shift, base_action: np.ndarray, q: np.ndarray, dq: np.ndarray,
+                          payload_torque: np.ndarray | None = None) -> np.ndarray:
+    """The residual (action units) under which motors with ``shift``'s gain scales apply the torque the base's
+    target asks of the nominal ones, and hold the payload's weight besides: kp·s_p·(q* + δ − q) − kd·s_d·q̇ + τ_w =
+    kp·(q* − q) − kd·q̇, so δ = (q* − q)(1/s_p − 1) + (kd·(s_d − 1)·q̇ − τ_w) / (kp·s_p), with τ_w the joint torque
+    of the payload's weight (``payload_torque``; None: not modelled). Joint-position actions: q* = default + scale·a."""
+    q_target = task.action.decode(base_action, spec.default_positions)
+    extra = spec.kd * (shift.kd_scale - 1.0) * dq - (0.0 if payload_torque is None else payload_torque)
+    delta = (q_target - q) * (1.0 / shift.kp_scale - 1.0) + extra / (spec.kp * shift.kp_scale)
+    return delta / task.action.scale
+
+
+def payload_weight_torque(env, shift) -> np.ndarray | None:
+    """(N, joints) joint torques of ``shift``'s payload weight at every env's state (an arm's controller compensates
+    its nominal model's gravity, not the payload's: :mod:`~robot_rl.learn.residual.shifted_sim`); None for a
+    floating base (there the feet's contacts carry it, which a joint-space term does not model) or no payload."""
+    import mujoco
+
+    from robot_rl.learn.residual.shifted_sim import payload_body
+
+    if env.floating or shift.payload_kg == 0:
+        return None
+    model = env.models[0]
+    body = payload_body(model, env.spec)
+    data = mujoco.MjData(model)
+    jac = np.zeros((3, model.nv))
+    force = np.array([0.0, 0.0, -shift.payload_kg * float(np.linalg.norm(model.opt.gravity))])
+    dofs = env.robot.qvel_adr
+    out = np.zeros((env.num_envs, env.num_joints))
+    for i in range(env.num_envs):
+        mujoco.mj_setState(model, data, env.state[i], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_jacBodyCom(model, data, jac, None, body)
+        out[i] = jac[:, dofs].T @ force
+    return out
+
+
+def fit_actuator_start(actor, rsl_env, task, shift, alpha: float, steps: int, *, epochs: int = 30,
+                       batch: int = 4096, lr: float = 1e-3) -> dict:
+    """Fit the PPO actor's mean to :func:`actuator_compensation` (pre-tanh, inside ±0.95 of the bound) on the
+    states of ``steps`` policy steps of every env of ``rsl_env`` run with it; returns the fit's errors."""
+    import torch
+
+    from robot_rl.learn.ppo import ACTOR_GROUP
+
+    env = rsl_env.env
+    inputs, targets = [], []
+    obs = rsl_env.get_observations()
+    for _ in range(steps):
+        q, dq = env.joint_state()
+        r = actuator_compensation(task, env.spec, shift, rsl_env.base_action.astype(np.float64), q, dq,
+                                  payload_weight_torque(env, shift))
+        pre = np.arctanh(np.clip(r / alpha, -0.95, 0.95)).astype(np.float32)
+        inputs.append(obs[ACTOR_GROUP])
+        targets.append(torch.from_numpy(pre))
+        obs, _, _, _ = rsl_env.step(torch.from_numpy(pre))
+    x, y = torch.cat(inputs), torch.cat(targets)
+    if actor.obs_normalization:
+        actor.obs_normalizer.update(x)
+    optimizer = torch.optim.Adam(actor.mlp.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(0)
+
+    def mse() -> float:
+        with torch.no_grad():
+            return float(torch.mean((actor.mlp(actor.obs_normalizer(x)) - y) ** 2))
+
+    before = mse()
+    for _ in range(epochs):
+        for idx in torch.randperm(len(x), generator=generator).split(batch):
+            loss = torch.mean((actor.mlp(actor.obs_normalizer(x[idx])) - y[idx]) ** 2)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return {"samples": len(x), "mse_zero": float(torch.mean(y**2)), "mse_before": before, "mse_after": mse()}
 
 
 def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: SimResidualCfg,
@@ -178,11 +272,25 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
         last.weight.zero_()
         last.bias.zero_()
     started = time.monotonic()
+    start_fit = None
     try:
-        runner.learn(cfg.iterations, init_at_random_ep_len=True)
+        if cfg.start == "actuators":
+            steps = cfg.start_steps or env.max_episode_length
+            start_fit = fit_actuator_start(actor, rsl_env, task, shift, alpha, steps)
+        if cfg.critic_warmup:
+            actor.requires_grad_(False)
+            runner.learn(cfg.critic_warmup, init_at_random_ep_len=True)
+            actor.requires_grad_(True)
+            runner.alg.learning_rate = cfg.learning_rate  # the adaptive schedule raised it while the actor was still
+            for group in runner.alg.optimizer.param_groups:
+                group["lr"] = cfg.learning_rate
+        if cfg.iterations:
+            runner.learn(cfg.iterations, init_at_random_ep_len=not cfg.critic_warmup)
     finally:
         env.close()
     state_dim = residual.state_dim(base.contract.obs_dim, base.contract.num_actions)
     flat = actor_flat_from_rsl(actor, state_dim, base.contract.num_actions, residual.hidden, log_std)
-    return SimResidualResult(flat=flat, transitions=cfg.iterations * cfg.transitions_per_iteration,
-                             wall_s=time.monotonic() - started, history=history)
+    steps = (cfg.critic_warmup + cfg.iterations) * cfg.transitions_per_iteration
+    steps += start_fit["samples"] if start_fit else 0
+    return SimResidualResult(flat=flat, transitions=steps, wall_s=time.monotonic() - started, history=history,
+                             start_fit=start_fit)

@@ -58,15 +58,28 @@ def test_a_calibrated_start_fits_the_sim_trains_there_and_starts_the_robot_run(t
     assert np.isfinite(report.evaluations[-1]["return"])
 
 
-def test_a_calibrated_start_refuses_what_it_cannot_do(tmp_path, push_base):
+def test_a_calibrated_start_refuses_what_it_cannot_do(tmp_path):
     for kwargs, match in ((dict(resume=str(tmp_path)), "not with --resume"),
                           (dict(residual=ResidualCfg(history=2)), "without history")):
         with pytest.raises(ConfigError, match=match):
             run_finetune(A1, "a1", "sim", transitions=10, run_dir=tmp_path / "x", calibrated=SMALL, log=False,
                          **kwargs)
-    with pytest.raises(ConfigError, match="vectorized env"):
-        run_finetune(str(push_base), "panda", "sim", transitions=10, run_dir=tmp_path / "y", calibrated=SMALL,
-                     log=False)
+
+
+@pytest.mark.timeout(240)
+def test_a_calibrated_start_on_a_push_task_logs_with_the_cube_and_trains_in_the_push_sim(tmp_path, push_base):
+    """panda-push: the log's episodes reset the cube to their layouts, the arm's motors are fitted from its
+    torques, and the sim residual trains in the vectorized env with the table and cube."""
+    shift = RealityShift(kp_scale=0.5, latency_steps=1)
+    report = run_finetune(str(push_base), "panda", "sim", transitions=400, shift=shift, run_dir=tmp_path / "run",
+                          sac=SACCfg(warmup_transitions=50, utd_ratio=0.5, actor_warmup_updates=20),
+                          replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
+                          episode_length_s=2.0, calibrated=SMALL, log=False)
+    fit = report.calibrated["calibration"]["shift"]
+    assert fit["latency_steps"] == 1 and fit["kp_scale"] == pytest.approx(0.5, abs=0.02)
+    assert report.calibrated["sim"]["transitions"] == 2 * 8 * 6
+    assert (tmp_path / "run" / "calibrated" / "policy_sim_residual.onnx").is_file()
+    assert report.evaluations and "success" in report.evaluations[-1]
 
 
 def test_bad_calibration_flags_get_one_line_errors(capsys):
@@ -75,7 +88,7 @@ def test_bad_calibration_flags_get_one_line_errors(capsys):
     assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--calibration-ticks", "10"]) == 2
     err = capsys.readouterr().err
     assert "log_ticks must be ≥ 200" in err and "Traceback" not in err
-    assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--sim-iterations", "0"]) == 2
+    assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--sim-iterations", "-1"]) == 2
     assert "sim residual" in capsys.readouterr().err
 
 
@@ -100,3 +113,15 @@ def test_calibrate_fills_in_the_measured_settings_and_keeps_what_is_given(monkey
         finetune_command.finetune(A1)
     assert seen["residual"].fraction == 0.1 and seen["sac"].anchor_penalty == 0.0 and seen["calibrated"] is None
     assert seen["sac"].actor_lr == 1e-3  # the A1 task's measured rate from scratch
+
+
+def test_the_sim_residual_settings_come_from_the_task_unless_given():
+    from robot_rl.learn.residual.calibrated import sim_residual_cfg
+    from robot_rl.tasks.registry import make_task
+
+    push = sim_residual_cfg(make_task("panda-push"), seed=3)
+    assert (push.start, push.iterations, push.seed) == ("actuators", 0, 3)
+    walk = sim_residual_cfg(make_task("a1-flat"))
+    assert (walk.start, walk.iterations) == (SimResidualCfg.start, SimResidualCfg.iterations)
+    given = sim_residual_cfg(make_task("panda-push"), iterations=50, start=None)
+    assert (given.start, given.iterations) == ("actuators", 50)

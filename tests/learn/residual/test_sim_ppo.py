@@ -10,7 +10,13 @@ from robot_rl.learn.residual.actor import ResidualPolicy, residual_bound
 from robot_rl.learn.residual.config import ResidualCfg
 from robot_rl.learn.residual.networks import NumpyActor
 from robot_rl.learn.residual.shifted_sim import RealityShift
-from robot_rl.learn.residual.sim_ppo import SimResidualCfg, actor_flat_from_rsl, train_sim_residual
+from robot_rl.learn.residual.sim_ppo import (
+    SimResidualCfg,
+    actor_flat_from_rsl,
+    actuator_compensation,
+    payload_weight_torque,
+    train_sim_residual,
+)
 from robot_rl.policy.onnx_policy import load_policy, read_contract
 from robot_rl.tasks.registry import make_task
 
@@ -86,7 +92,55 @@ def test_a_short_sim_residual_run_gives_a_bounded_residual_for_the_loop():
         train_sim_residual(task, base, RealityShift(), ResidualCfg(history=2), TINY)
 
 
-@pytest.mark.parametrize("bad", [dict(iterations=0), dict(num_envs=0), dict(init_noise_std=0.0)])
+@pytest.mark.parametrize("bad", [dict(iterations=-1), dict(num_envs=0), dict(init_noise_std=0.0),
+                                 dict(critic_warmup=-1), dict(start="random"), dict(start_steps=0)])
 def test_bad_sim_residual_settings_are_refused(bad):
     with pytest.raises(ValueError, match="sim residual"):
         SimResidualCfg(**bad)
+
+
+def test_the_actuator_compensation_makes_the_weaker_motors_apply_the_nominal_torque():
+    from robot_rl.robots.spec import load_robot
+
+    task, spec = make_task("panda-push"), load_robot("panda")
+    shift = RealityShift(kp_scale=0.5, kd_scale=1.4)
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 0.5, (5, 7))
+    q = spec.default_positions + rng.normal(0, 0.2, (5, 7))
+    dq = rng.normal(0, 1.0, (5, 7))
+    tau_w = rng.normal(0, 2.0, (5, 7))
+    r = actuator_compensation(task, spec, shift, a, q, dq, tau_w)
+    nominal = spec.kp * (task.action.decode(a, spec.default_positions) - q) - spec.kd * dq
+    weaker = (spec.kp * shift.kp_scale * (task.action.decode(a + r, spec.default_positions) - q)
+              - spec.kd * shift.kd_scale * dq + tau_w)
+    np.testing.assert_allclose(weaker, nominal, atol=1e-9)
+    np.testing.assert_allclose(actuator_compensation(task, spec, RealityShift(), a, q, dq), 0.0, atol=1e-12)
+
+
+def test_the_payload_torque_is_what_the_arm_sags_under():
+    """An arm holding its default pose under an uncompensated payload sags; the payload term of the compensation
+    takes the sag out (the torque is MuJoCo's, from the payload body's Jacobian)."""
+    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+
+    task = make_task("panda-push")
+    shift = RealityShift(payload_kg=2.0)
+    sag = {}
+    for compensate in (False, True):
+        env = shifted_vec_env(task, shift, 2, seed=0, nthread=1)
+        for _ in range(100):
+            q, dq = env.joint_state()
+            tau_w = payload_weight_torque(env, shift)
+            r = actuator_compensation(task, env.spec, shift, np.zeros((2, 7)), q, dq, tau_w) if compensate else 0.0
+            env.step(np.zeros((2, 7)) + r)
+        sag[compensate] = np.abs(env.joint_state()[0] - env.default_q).max()
+    assert sag[False] > 0.01 and sag[True] < 0.1 * sag[False]
+    assert payload_weight_torque(shifted_vec_env(task, RealityShift(), 1, nthread=1), RealityShift()) is None
+
+
+def test_the_actuators_start_fits_the_compensation_and_counts_its_sim_transitions(push_base):
+    task, base = make_task("panda-push"), load_policy(push_base, read_contract(push_base))
+    cfg = SimResidualCfg(iterations=0, num_envs=8, steps_per_env=6, nthread=1, start="actuators", start_steps=60)
+    result = train_sim_residual(task, base, RealityShift(kp_scale=0.5, payload_kg=0.5), ResidualCfg(), cfg)
+    fit = result.start_fit
+    assert fit["samples"] == 8 * 60 and result.transitions == 8 * 60
+    assert fit["mse_after"] < 0.1 * fit["mse_zero"]
