@@ -139,10 +139,12 @@ def vec_env_return(policy, task, shift: RealityShift | None, commands: np.ndarra
         env.close()
 
 
-def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray | list[EpisodeSetup]) -> dict:
+def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray | list[EpisodeSetup],
+                    spec=None) -> dict:
     """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot, over
-    ``commands`` (or, push tasks, episode setups with their scenes)."""
-    spec = load_robot(task.robot)
+    ``commands`` (or, push tasks, episode setups with their scenes). ``spec``: the robot's, if not as loaded from
+    its file (a safety chain told the calibrated motors)."""
+    spec = load_robot(task.robot) if spec is None else spec
     res = ResidualPolicy(policy, ResidualCfg())
     res.enabled = False  # the base alone, through the very path the residual runs in
     runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res))
@@ -389,6 +391,8 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim-lr", type=float, default=SimResidualCfg.learning_rate)
     p.add_argument("--sim-critic-warmup", type=int, default=SimResidualCfg.critic_warmup,
                    help="PPO iterations training the sim residual's critic alone first")
+    p.add_argument("--calibrate-chain", action="store_true", help="the safety chain's torque limit told the fitted "
+                   "motor gains for the sim residual and the robot run (CalibratedStartCfg.chain)")
 
 
 def calibrated_cfg(args: argparse.Namespace, task) -> CalibratedStartCfg | None:
@@ -397,7 +401,8 @@ def calibrated_cfg(args: argparse.Namespace, task) -> CalibratedStartCfg | None:
         return None
     return CalibratedStartCfg(log_ticks=args.calibration_ticks, sim=sim_residual_cfg(
         task, args.seed, iterations=args.sim_iterations, start=args.sim_start, init_noise_std=args.sim_noise,
-        learning_rate=args.sim_lr, critic_warmup=args.sim_critic_warmup))
+        learning_rate=args.sim_lr, critic_warmup=args.sim_critic_warmup),
+        chain="calibrated" if args.calibrate_chain else "spec")
 
 
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:

@@ -70,8 +70,9 @@ RUN_LABELS = {"residual": "residual, α = 0.1 × clip (SAC, ours)",
               "residual_penalized": "residual, α = 0.1 × clip, critic warm-up and residual penalty (SAC)",
               "calibrated": "calibrated start, α = 0.2 × clip (calibrated actuators' inverse, then SAC; ours)",
               "calibrated_s1": "calibrated start, seed 1", "calibrated_s2": "calibrated start, seed 2",
-              "calibrated_anchored": "calibrated start, robot phase anchored harder (anchor 10, lr 1e-4)"}
-STYLES = ("o-", "^-", "s-", "d-", "*-", "*:", "*--", "P-")
+              "calibrated_anchored": "calibrated start, robot phase anchored harder (anchor 10, lr 1e-4)",
+              "calibrated_chain": "calibrated start, the safety chain told the fitted motor gains (ours)"}
+STYLES = ("o-", "^-", "s-", "d-", "*-", "*:", "*--", "P-", "X-")
 FINAL_EVAL_SEED = 777  # phase final-eval's layouts: not the set evaluated during fine-tuning (EVAL_SEED)
 SECTION_START, SECTION_END = "<!-- residual-push:start -->", "<!-- residual-push:end -->"
 
@@ -85,9 +86,9 @@ def train_base(out: Path, demos: int, epochs: int, seed: int) -> Path:
     return out / "bc" / "policy.onnx"
 
 
-def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSetup]) -> dict:
+def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSetup], spec=None) -> dict:
     """The base alone through the very path the residual runs in (the A1 benchmark's harness, with scenes)."""
-    return evaluate_policy(load_policy(onnx, read_contract(onnx)), make_task(TASK), shift, setups)
+    return evaluate_policy(load_policy(onnx, read_contract(onnx)), make_task(TASK), shift, setups, spec)
 
 
 def recovered(s: float, nominal: float, real: float) -> float:
@@ -255,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--final-eval", action="extend", nargs="+", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies scored on a larger set of layouts never seen before")
     p.add_argument("--final-eval-episodes", type=int, default=120)
+    p.add_argument("--final-eval-chain", default=None, metavar="KP,KD", help="phase final-eval: run these with the "
+                   "safety chain told the motors' measured kp and kd scales (a --calibrate-chain run's deployment)")
     p.add_argument("--run-name", default="residual", choices=tuple(RUN_LABELS))
     p.add_argument("--seed", type=int, default=0)
     add_calibrate_args(p)
@@ -320,9 +323,16 @@ def main(argv: list[str] | None = None) -> int:
                          base_nominal=evaluate_base(results["base_onnx"], None, final_setups),
                          base_real=evaluate_base(results["base_onnx"], shift, final_setups))
             save()
+        chain_spec = None
+        if args.final_eval_chain:
+            from robot_rl.learn.residual.shifted_sim import with_measured_actuators
+            from robot_rl.robots.spec import load_robot
+
+            kp, kd = (float(v) for v in args.final_eval_chain.split(","))
+            chain_spec = with_measured_actuators(load_robot(task.robot), RealityShift(kp_scale=kp, kd_scale=kd))
         for item in args.final_eval:
             name, _, onnx = item.rpartition("=")
-            score = evaluate_base(Path(onnx), shift, final_setups)
+            score = evaluate_base(Path(onnx), shift, final_setups, chain_spec)
             score |= {"onnx": onnx, "recovered": recovered(score["success"], final["base_nominal"]["success"],
                                                            final["base_real"]["success"])}
             final["runs"][name] = score

@@ -60,6 +60,11 @@ class SafetySpec:
     max_consecutive_overruns: int  # policy ticks past their deadline in a row → fault
     max_tilt_rad: float | None = None  # base tilt from upright → fault (floating-base robots)
     torque_limit_fraction: float = 1.0  # estimated PD torque may use this fraction of effort_limit
+    # What the motors deliver per unit of commanded kp and kd, as measured (``robot-rl calibrate``); the torque
+    # limit estimates the PD torque with them. 1: the datasheet. A robot whose motors are weaker than their gains
+    # say is otherwise clipped at a fraction of its real torque.
+    actuator_kp_scale: float = 1.0
+    actuator_kd_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -236,6 +241,9 @@ def _validate(spec: RobotSpec, src: str) -> None:
         raise ConfigError(src, f"safety.{bad}", f"must be at least 1, got {getattr(s, bad)!r}")
     if not 0 < s.torque_limit_fraction <= 1:
         raise ConfigError(src, "safety.torque_limit_fraction", f"must be in (0, 1], got {s.torque_limit_fraction!r}")
+    for key in ("actuator_kp_scale", "actuator_kd_scale"):
+        if not 0 < getattr(s, key) <= 10:
+            raise ConfigError(src, f"safety.{key}", f"must be in (0, 10], got {getattr(s, key)!r}")
     if isinstance(spec.interface, UnitreeDdsInterfaceSpec):
         for slot, name in enumerate(spec.interface.motor_slots):
             if name and name not in seen:

@@ -114,6 +114,8 @@ class SafetyLimits:
     cos_max_tilt: float  # cos(max_tilt_rad), or -1 (never) for robots without a tilt limit
     action_lower: np.ndarray | None = None  # target-space action clip bounds, None: no clip
     action_upper: np.ndarray | None = None
+    kp_scale: float = 1.0  # the motors' measured kp and kd per commanded one (spec.safety.actuator_*_scale)
+    kd_scale: float = 1.0
 
     @property
     def num_joints(self) -> int:
@@ -161,6 +163,8 @@ class SafetyLimits:
             cos_max_tilt=-1.0 if s.max_tilt_rad is None else math.cos(s.max_tilt_rad),
             action_lower=lower,
             action_upper=upper,
+            kp_scale=s.actuator_kp_scale,
+            kd_scale=s.actuator_kd_scale,
         )
 
 
@@ -319,9 +323,12 @@ def velocity_aware_limit(
     return out, _limit_event(VELOCITY, message, idx, q_target, out, limits)
 
 
-def estimated_torque(q_target: np.ndarray, state: RobotState, command: JointCommand) -> np.ndarray:
-    """What the joint PD will ask for right now: kp·(q* − q) + kd·(q̇* − q̇) + τ_ff."""
-    return command.kp * (q_target - state.q) + command.kd * (command.dq_target - state.dq) + command.tau_ff
+def estimated_torque(q_target: np.ndarray, state: RobotState, command: JointCommand, kp_scale: float = 1.0,
+                     kd_scale: float = 1.0) -> np.ndarray:
+    """What the joint PD will ask for right now: kp·(q* − q) + kd·(q̇* − q̇) + τ_ff, with the gains the motors
+    deliver (the commanded ones × the measured scales)."""
+    return (command.kp * kp_scale * (q_target - state.q) + command.kd * kd_scale * (command.dq_target - state.dq)
+            + command.tau_ff)
 
 
 def torque_limited_targets(
@@ -357,8 +364,9 @@ def torque_limit(
     the torque limit: a target is never moved outside them. Moving q* toward q can exceed the rate limit
     relative to the last target; the torque does not jump, it is held at the limit.
     """
-    rest = command.kd * (command.dq_target - state.dq) + command.tau_ff
-    tau = command.kp * (q_target - state.q) + rest
+    kp = command.kp * limits.kp_scale  # what the motors deliver (the commanded gain, as measured)
+    rest = command.kd * limits.kd_scale * (command.dq_target - state.dq) + command.tau_ff
+    tau = kp * (q_target - state.q) + rest
     tau_max = limits.torque_max
     over = (tau > tau_max) | (tau < -tau_max)
     if not over.any():
@@ -366,11 +374,11 @@ def torque_limit(
     over &= active
     if not over.any():
         return q_target, None
-    out, shrink = torque_limited_targets(q_target, state.q, command.kp, rest, tau_max, over, bounds)
+    out, shrink = torque_limited_targets(q_target, state.q, kp, rest, tau_max, over, bounds)
     if not shrink.any():
         return q_target, None  # saturated by damping / feed-forward alone: nothing we may change
     idx = shrink.nonzero()[0]
-    tau_after = estimated_torque(out, state, command)
+    tau_after = estimated_torque(out, state, command, limits.kp_scale, limits.kd_scale)
     still = np.flatnonzero(over & ((tau_after > tau_max * (1 + 1e-9)) | (tau_after < -tau_max * (1 + 1e-9))))
     message = "estimated torque over the effort limit (N·m)"
     if len(still):

@@ -36,10 +36,10 @@ from robot_rl.safety.filters import torque_limited_targets
 from robot_rl.sim import randomization as dr
 from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
 from robot_rl.sim.feet import FootAirTime
+from robot_rl.sim.push_objects import PushObject
 from robot_rl.sim.world import build_training_world, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
-from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
 
@@ -68,25 +68,27 @@ class MujocoVecEnv:
         randomize: bool = True,
         nthread: int | None = None,
         fixed_command: tuple[float, ...] | None = None,
+        spec=None,
     ):
+        """``spec``: the robot's spec, if not the one the task names as loaded from its file (e.g. with measured
+        actuator scales for the chain's torque limit)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be ≥ 1, got {num_envs}")
         if task.objective not in OBJECTIVES:
             raise ValueError(f"task {task.name!r} ({task.objective}) is not simulated by the vectorized env, "
                              f"which runs {', '.join(OBJECTIVES)} tasks")
         self.task = task
-        self.spec = spec = load_robot(task.robot)
+        self.spec = spec = load_robot(task.robot) if spec is None else spec
+        if spec.name != task.robot:
+            raise ValueError(f"task {task.name!r} runs on {task.robot!r}, not on the given spec {spec.name!r}")
         self.num_envs = n = num_envs
         self.rng = np.random.default_rng(seed)
-        self.push = push_task_module(task) if task.objective == "push" else None
+        self.push = PushObject(task) if task.objective == "push" else None
         if self.push is not None and fixed_command is not None:
             raise ValueError(f"task {task.name!r}: a push episode's command is its layout's goal, it cannot be fixed")
         self.fixed_command = None if fixed_command is None else self._checked_command(task, fixed_command)
         self.dr_cfg = task.randomization if randomize else dr.NO_RANDOMIZATION
-        # The scene's cube is where some layout puts it; every reset moves it to its episode's own.
-        scene = None
-        if self.push is not None:
-            scene = self.push.push_scene(self.push.sample_episode(np.random.default_rng(0)).cube_xy)
+        scene = None if self.push is None else self.push.scene
         self.world = build_training_world(spec, task.terrain, scene=scene)
         self.robot = robot = self.world.robot
         base_model = robot.model
@@ -121,10 +123,8 @@ class MujocoVecEnv:
         self._imu_aligned = bool(np.allclose(self._imu_rot, np.eye(3)))
         self._base_pos0 = self._scratch.xpos[robot.base_body_id].copy()
         self._base_rot0 = self._scratch.xmat[robot.base_body_id].reshape(3, 3).copy()
-        if scene is not None:  # the tracked object's free joint: position and quaternion, then its velocity
-            joint = base_model.body(scene.tracked).jntadr[0]
-            self._object_qpos = self._qpos_off + base_model.jnt_qposadr[joint] + np.arange(7)
-            self._object_qvel = self._qvel_off + base_model.jnt_dofadr[joint] + np.arange(6)
+        if self.push is not None:
+            self.push.locate(base_model, self._qpos_off, self._qvel_off)
 
         # Randomization and actuation state.
         self.nominal = dr.NominalModel.capture(base_model, robot.base_body_id, robot.joint_ids,
@@ -163,7 +163,10 @@ class MujocoVecEnv:
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
-        self.torque_max = spec.safety.torque_limit_fraction * spec.effort_limits  # the chain's torque limit
+        # The chain's torque limit, with the gains it believes the motors deliver (the spec's, × its measured scales).
+        self.torque_max = spec.safety.torque_limit_fraction * spec.effort_limits
+        self.chain_kp = spec.kp * spec.safety.actuator_kp_scale
+        self.chain_kd = spec.kd * spec.safety.actuator_kd_scale
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
@@ -194,7 +197,7 @@ class MujocoVecEnv:
             out["base_ang_vel"] = s[:, v + 3 : v + 6]  # a free joint's angular velocity is in the body frame
             out["gravity"] = projected_gravity(quat)
         if self.push is not None:
-            out["object_pos"] = (s[:, self._object_qpos[:3]] - self._base_pos0) @ self._base_rot0
+            out["object_pos"] = self.push.position(s, self._base_pos0, self._base_rot0)
         return out
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -255,11 +258,7 @@ class MujocoVecEnv:
                 rows[:, p + 2] += terrain_lib.height_at(self.task.terrain, self.heights[ids], np.zeros((k, 2)))
             rows[:, p + 3 : p + 7] = yaw_quat(self.rng.uniform(-np.pi, np.pi, size=k))
         if self.push is not None:  # a layout per env: the cube at its start, at rest; the goal is the command
-            layouts = [self.push.sample_episode(self.rng) for _ in range(k)]
-            starts = [_tracked_box(self.push.push_scene(layout.cube_xy)).pos for layout in layouts]
-            rows[:, self._object_qpos] = [[*pos, 1.0, 0.0, 0.0, 0.0] for pos in starts]
-            rows[:, self._object_qvel] = 0.0
-            self.commands[ids] = [layout.command for layout in layouts]
+            self.commands[ids] = self.push.reset(rows, self.rng)
         else:
             self.commands[ids] = self._sample_commands(k)
         self.state[ids] = rows
@@ -336,11 +335,11 @@ class MujocoVecEnv:
         q_sent = self.task.action.decode(self.sent_action, self.default_q)
         if self.task.torque_limit_targets:  # as the chain does on the host: from the measured state, commanded gains
             q, dq = self.state[:, self._qpos_idx], self.state[:, self._qvel_idx]
-            rest = -self.spec.kd * dq
-            tau = self.spec.kp * (q_sent - q) + rest
+            rest = -self.chain_kd * dq
+            tau = self.chain_kp * (q_sent - q) + rest
             over = (tau > self.torque_max) | (tau < -self.torque_max)
             if over.any():
-                q_sent, _ = torque_limited_targets(q_sent, q, self.spec.kp, rest, self.torque_max, over)
+                q_sent, _ = torque_limited_targets(q_sent, q, self.chain_kp, rest, self.torque_max, over)
                 self.sent_action[:] = (q_sent - self.default_q) / self.task.action.scale  # the chain's reference
         q_target = self.delay.push(q_sent)  # latency acts on what was sent, after the host's filters
         # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
@@ -457,10 +456,7 @@ class MujocoVecEnv:
             out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
             out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
         if self.push is not None:
-            cube = self._frame()["object_pos"][ids]
-            out["Episode/final_distance_m"] = np.linalg.norm(cube[:, :2] - self.commands[ids], axis=1)
-            out["Episode/success"] = np.array([self.push.push_success(p, g) for p, g in zip(cube, self.commands[ids],
-                                                                                           strict=True)], dtype=float)
+            out |= self.push.episode_metrics(self._frame()["object_pos"][ids], self.commands[ids])
         elif self.task.objective == "reach":
             err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
             out["Episode/final_distance_m"] = err
@@ -476,6 +472,3 @@ class MujocoVecEnv:
 def _copied(inputs: ObsInputs) -> ObsInputs:
     return ObsInputs(**{k: None if v is None else np.array(v) for k, v in vars(inputs).items()})
 
-
-def _tracked_box(scene):
-    return next(box for box in scene.boxes if box.name == scene.tracked)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -367,3 +368,37 @@ def test_overrun_check_faults_only_above_the_consecutive_limit():
     assert event.fault and "4 policy deadlines missed in a row (limit 3)" in event.detail
     assert overrun_check(0, 3, lim) == (0, None)  # an on-time tick resets the count
     assert overrun_check(4, 0, lim)[1].fault  # one 4-period stall counts as four
+
+
+def test_the_torque_limit_estimates_with_the_motors_measured_gains():
+    """A robot whose motors deliver half their commanded kp (spec.safety.actuator_kp_scale, as calibrated): the
+    chain estimates the torque the motor really applies, so it lets through twice the target offset, and still
+    keeps the real torque at the effort limit."""
+    spec = spec_of("panda")
+    weak = dataclasses.replace(spec, safety=dataclasses.replace(spec.safety, actuator_kp_scale=0.5))
+    lim, lim_weak = limits_of("panda"), SafetyLimits.from_spec(weak)
+    assert (lim_weak.kp_scale, lim_weak.kd_scale) == (0.5, 1.0)
+    state = standing(spec)
+    target = state.q.copy()
+    target[6] += 1.5 * lim.torque_max[6] / spec.kp[6]  # 1.5× the limit at the commanded gain, 0.75× at the real one
+    cmd = hold(spec, target)
+    assert torque_limit(target, state, cmd, lim_weak, np.ones(7, bool)) == (target, None)
+    clipped, event = torque_limit(target, state, cmd, lim, np.ones(7, bool))
+    assert event is not None and clipped[6] < target[6]
+    far = state.q.copy()
+    far[6] += 4 * lim.torque_max[6] / spec.kp[6]
+    out, event = torque_limit(far, state, hold(spec, far), lim_weak, np.ones(7, bool))
+    real = estimated_torque(out, state, hold(spec, far), kp_scale=0.5)
+    assert event is not None and real[6] == pytest.approx(lim.torque_max[6])
+
+
+def test_measured_actuator_scales_are_checked_when_the_spec_loads(tmp_path):
+    from robot_rl.robots.spec import ConfigError
+
+    text = Path(spec_of("panda").source_file).read_text().replace("torque_limit_fraction: 1.0",
+                                                            "torque_limit_fraction: 1.0\n  actuator_kp_scale: 0.0")
+    assert "actuator_kp_scale" in text
+    bad = tmp_path / "panda.yaml"
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match="actuator_kp_scale"):
+        load_robot(str(bad))

@@ -252,3 +252,22 @@ def test_a_task_trained_behind_the_torque_limit_sends_what_the_chain_would():
     assert np.allclose(q_target[:, 6] - env.default_q[6], limit)
     assert np.allclose(q_target[:, :6], env.default_q[:6])  # the others, at rest on their targets, untouched
     assert np.allclose(env.sent_action[:, 6], limit / env.task.action.scale)
+
+
+def test_a_chain_told_the_measured_motors_lets_twice_the_offset_through():
+    from robot_rl.learn.residual.shifted_sim import RealityShift, with_measured_actuators
+    from robot_rl.robots.spec import load_robot
+
+    spec = load_robot("panda")
+    weak = with_measured_actuators(spec, RealityShift(kp_scale=0.5))
+    assert weak.spec_hash == spec.spec_hash  # a safety setting: policies trained on the spec still load
+    task = dataclasses.replace(make_task("panda-reach"), torque_limit_targets=True,
+                               randomization=dataclasses.replace(OFF, kp_scale=(0.5, 0.5)))
+    env = MujocoVecEnv(task, 1, seed=0, nthread=1, spec=weak)
+    action = np.zeros((1, 7))
+    action[0, 6] = 3.0
+    env.step(action)
+    q_target = env._ctrl[:, 0, env.robot.torque_ctrl] / env.kp
+    assert np.allclose(q_target[0, 6] - env.default_q[6], env.torque_max[6] / (0.5 * spec.kp[6]))
+    with pytest.raises(ValueError, match="not on the given spec"):
+        MujocoVecEnv(make_task("a1-flat"), 1, spec=spec)

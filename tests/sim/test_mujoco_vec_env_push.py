@@ -41,14 +41,14 @@ def test_each_env_starts_at_a_layout_of_the_task_with_the_cube_at_rest_and_obser
         assert np.allclose(obs_cube[i], cube, atol=1e-6)  # the Panda's base sits at the origin, unrotated
         distance = np.linalg.norm(env.commands[i] - cube[:2])
         assert panda_push.PUSH_DISTANCE_RANGE_M[0] - 1e-9 <= distance <= panda_push.PUSH_DISTANCE_RANGE_M[1] + 1e-9
-    assert np.all(env.state[:, env._object_qvel] == 0.0)
+    assert np.all(env.state[:, env.push.qvel] == 0.0)
     assert len({tuple(c) for c in env.commands.round(6)}) == env.num_envs  # a layout per env, not one for all
 
 
 def test_the_cube_at_its_goal_is_rewarded_and_scored_a_success():
     env = _env(n=2)
     goal = env.commands[0]
-    env.state[0, env._object_qpos[:2]] = goal  # env 0: the cube on its goal; env 1 as laid out
+    env.state[0, env.push.qpos[:2]] = goal  # env 0: the cube on its goal; env 1 as laid out
     names = [t.name for t in env.task.rewards.terms]
     r = env.step(np.zeros((2, env.num_actions)))
     assert r.reward[0] > r.reward[1]
@@ -83,7 +83,7 @@ def test_the_cube_moves_as_on_the_simulated_robot_under_the_same_commands():
     vectorized env (rollout): the hand comes down beside the cube and sweeps through it; both move it alike."""
     env = _env(n=1)
     cube_xy = np.array([0.45, 0.0])
-    env.state[0, env._object_qpos[:2]] = cube_xy
+    env.state[0, env.push.qpos[:2]] = cube_xy
     robot = SimRobot(env.spec, "mujoco", realtime=False, scene=panda_push.push_scene(cube_xy))
     robot.connect()
     try:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -58,10 +59,17 @@ class CalibratedStartCfg:
     log_ticks: int = 3000  # policy ticks of the base alone logged on the robot (≈ 60 s at 50 Hz); counted
     calibration: CalibrationCfg = field(default_factory=CalibrationCfg)
     sim: SimResidualCfg = field(default_factory=SimResidualCfg)
+    # "calibrated": the safety chain's torque limit is told the fitted motor gains (shifted_sim.
+    # with_measured_actuators) for the sim residual and the robot run after it; "spec": it keeps the robot file's.
+    # Opt-in: it changes a safety limit's model of the robot, which a person should decide (and then write into
+    # the robot's file for deployment).
+    chain: Literal["spec", "calibrated"] = "spec"
 
     def __post_init__(self) -> None:
         if self.log_ticks < 200:
             raise ValueError(f"calibration log_ticks must be ≥ 200 (4 s at 50 Hz), got {self.log_ticks}")
+        if self.chain not in ("spec", "calibrated"):
+            raise ValueError(f"calibrated start: chain must be 'spec' or 'calibrated', got {self.chain!r}")
 
 
 @dataclass
@@ -72,6 +80,7 @@ class CalibratedStart:
     sim: dict  # the sim residual's training: transitions, wall time, last iterations
     exported: Path  # base + sim residual as one ONNX policy
     wall_s: float
+    spec: object = None  # the robot spec the run continues with (its chain told the fitted motors, if asked)
 
     def summary(self) -> dict:
         return {"log_transitions": self.transitions, "calibration": self.calibration, "sim": self.sim,
@@ -153,18 +162,25 @@ def calibrated_start(policy: str | Path, task, spec, base, episode, learner: Lea
             log(f"[calibrate] sim residual: iteration {info['iteration']}/{cfg.sim.iterations}, mean reward "
                 f"{info['mean_reward']:.3f}")
 
+    if cfg.chain == "calibrated":
+        from robot_rl.learn.residual.shifted_sim import with_measured_actuators
+
+        spec = with_measured_actuators(spec, result.shift)
+        log(f"[calibrate] the safety chain's torque limit now estimates with the fitted motors: kp ×"
+            f"{spec.safety.actuator_kp_scale:g}, kd ×{spec.safety.actuator_kd_scale:g} (for deployment, write "
+            "safety.actuator_kp_scale / actuator_kd_scale into the robot's file)")
     sim = train_sim_residual(task, base, result.shift, residual, cfg.sim, on_iteration=progress,
-                             log_std=learner.sac.init_log_std, log_dir=out / "sim_residual_tb")
+                             log_std=learner.sac.init_log_std, log_dir=out / "sim_residual_tb", spec=spec)
     init = write_init_checkpoint(sim.flat, learner, out / "sim_residual")
     exported = export_residual(policy, sim.flat, residual, out / "policy_sim_residual.onnx",
                                notes={"calibrated_shift": result.shift.describe(), "sim_transitions": sim.transitions})
     summary = {"transitions": sim.transitions, "wall_s": sim.wall_s, "last": sim.history[-3:], "start": cfg.sim.start,
-               "iterations": cfg.sim.iterations, "start_fit": sim.start_fit}
+               "iterations": cfg.sim.iterations, "start_fit": sim.start_fit, "chain": cfg.chain}
     (out / "calibration.json").write_text(json.dumps({**result.to_json(), "robot_ticks": ticks, "sim": summary},
                                                      indent=2))
     log(f"[calibrate] sim residual: {sim.transitions} sim transitions in {sim.wall_s:.0f} s → {exported}")
     return CalibratedStart(init_from=init, transitions=ticks, calibration=result.to_json(), sim=summary,
-                           exported=exported, wall_s=time.monotonic() - started)
+                           exported=exported, wall_s=time.monotonic() - started, spec=spec)
 
 
 def calibrate_command(log: str, robot: str | None = None, out: str | None = None,
@@ -194,6 +210,11 @@ def calibrate_command(log: str, robot: str | None = None, out: str | None = None
     for latency, fit in result.actuator_fit.items():
         print(f"  latency {latency}: kp ×{fit['kp_scale']:.3f}, kd ×{fit['kd_scale']:.3f}, torque residual "
               f"{fit['relative_residual']:.3f} of the torques' spread")
+    if (result.shift.kp_scale, result.shift.kd_scale) != (1.0, 1.0):
+        print(f"the motors deliver kp ×{result.shift.kp_scale:g}, kd ×{result.shift.kd_scale:g} of their commanded "
+              f"gains: to give the safety chain's torque limit the real torque, write into the robot's file\n"
+              f"  safety:\n    actuator_kp_scale: {result.shift.kp_scale:g}\n"
+              f"    actuator_kd_scale: {result.shift.kd_scale:g}")
     if out is not None:
         Path(out).write_text(json.dumps(result.to_json(), indent=2))
         print(f"written: {out}")

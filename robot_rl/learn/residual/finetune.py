@@ -195,6 +195,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                                                     scene=initial_scene(task)), realtime=realtime, log=print if log
                                  else lambda _: None)
         learner_cfg = dataclasses.replace(learner_cfg, init_from=str(start.init_from))
+        spec = start.spec  # its chain may now know the fitted motors (CalibratedStartCfg.chain)
     (run_dir / "config.json").write_text(json.dumps({  # after a calibrated start: the learner's start is known
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),

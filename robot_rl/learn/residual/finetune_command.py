@@ -25,7 +25,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              domain_id: int | None = None, network_interface: str | None = None, learner_threads: int = 1,
              calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
              sim_iterations: int | None = None, sim_start: Literal["zero", "actuators"] | None = None,
-             actor_warmup: int | None = None,
+             calibrate_chain: bool = False, actor_warmup: int | None = None,
              anchor_penalty: float | None = None) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
@@ -79,6 +79,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         sim_start: where the sim residual starts: zero (the base alone) or actuators (the calibrated motors'
             inverse, fitted by regression: the residual under which they apply the torques the base's targets ask of
             the nominal ones and hold the fitted payload). Default zero; actuators for push tasks.
+        calibrate_chain: with --calibrate, tell the safety chain's torque limit the fitted motor gains for the rest
+            of the run (it estimates the torque a weaker motor really applies instead of clipping it at a fraction
+            of it); for deployment, write them into the robot's file (robot-rl calibrate prints the lines).
         actor_warmup: critic-only updates before the residual first moves (fresh critics learning a started
             residual's value before their gradient reaches it). Default 0; 2000 with --calibrate.
         anchor_penalty: × the squared distance of the residual from the one the run started from (--calibrate,
@@ -101,7 +104,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
                          actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
         calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=sim_residual_cfg(
-            policy_task(policy), seed, iterations=sim_iterations, start=sim_start)) if calibrate else None
+            policy_task(policy), seed, iterations=sim_iterations, start=sim_start),
+            chain="calibrated" if calibrate_chain else "spec") if calibrate else None
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None
     report = run_finetune(

@@ -185,6 +185,14 @@ class ShiftedSimRobot(SimRobot):
         return super().write(self._queue.popleft())
 
 
+def with_measured_actuators(spec: RobotSpec, shift: RealityShift) -> RobotSpec:
+    """``spec`` whose safety chain knows the motors deliver ``shift``'s kp and kd scales (its torque limit then
+    estimates the torque the robot really applies): what ``robot-rl calibrate`` tells a user to write into the
+    robot's file (``safety.actuator_kp_scale``, ``safety.actuator_kd_scale``)."""
+    safety = dataclasses.replace(spec.safety, actuator_kp_scale=shift.kp_scale, actuator_kd_scale=shift.kd_scale)
+    return dataclasses.replace(spec, safety=safety)
+
+
 def randomization_around(shift: RealityShift, training: dr.RandomizationCfg, spread: float = 0.1,
                          payload_spread_kg: float = 0.5) -> dr.RandomizationCfg:
     """Domain randomization re-centred on ``shift`` (a calibrated robot): its gains and friction ±``spread``
@@ -202,7 +210,7 @@ def randomization_around(shift: RealityShift, training: dr.RandomizationCfg, spr
 
 
 def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, nthread: int | None = None,
-                    randomization: dr.RandomizationCfg | None = None):
+                    randomization: dr.RandomizationCfg | None = None, spec: RobotSpec | None = None):
     """A :class:`~robot_rl.sim.mujoco_vec_env.MujocoVecEnv` of ``task`` under ``shift``: fixed in every env, or
     drawn per env from ``randomization`` (e.g. :func:`randomization_around` the shift) on the shifted model."""
     import mujoco
@@ -210,7 +218,7 @@ def shifted_vec_env(task, shift: RealityShift, num_envs: int, *, seed: int = 0, 
     from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
     task = dataclasses.replace(task, randomization=randomization or shift.randomization())
-    env = MujocoVecEnv(task, num_envs, seed=seed, randomize=True, nthread=nthread)
+    env = MujocoVecEnv(task, num_envs, seed=seed, randomize=True, nthread=nthread, spec=spec)
     first = env.models[0]
     scratch = mujoco.MjData(first)
     env.nominal = apply_shift_to_model(first, scratch, env.spec, env.robot.base_body_id, env.robot.joint_ids, shift,

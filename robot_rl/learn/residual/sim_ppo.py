@@ -240,10 +240,11 @@ def fit_actuator_start(actor, rsl_env, task, shift, alpha: float, steps: int, *,
 
 def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: SimResidualCfg,
                        on_iteration: Callable[[dict], None] | None = None, log_std: float = -1.0,
-                       log_dir: Path | None = None) -> SimResidualResult:
+                       log_dir: Path | None = None, spec=None) -> SimResidualResult:
     """PPO over the bounded residual of ``base`` in ``task``'s vectorized env under ``shift`` (a ``RealityShift``:
     the calibrated robot). ``log_std``: the log σ the robot-side learner starts exploring with. ``log_dir``: a
-    TensorBoard log of the training (also what fills the iterations' mean episode reward)."""
+    TensorBoard log of the training (also what fills the iterations' mean episode reward). ``spec``: the robot's,
+    if not as loaded from its file (a chain that knows the calibrated motors)."""
     import torch
 
     from robot_rl.learn.ppo import TaskRunner
@@ -253,7 +254,7 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
         raise ValueError("the sim residual trains a residual without history (--history 1)")
     torch.manual_seed(cfg.seed)
     rand = randomization_around(shift, task.randomization) if cfg.randomize else None
-    env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread, randomization=rand)
+    env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread, randomization=rand, spec=spec)
     alpha = residual_bound(base.contract, residual.fraction)
     rsl_env = _rsl_env_class()(env, base, alpha)
     history: list[dict] = []

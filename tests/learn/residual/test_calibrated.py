@@ -4,6 +4,7 @@ started from it; the counts, the artifacts and the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -74,8 +75,9 @@ def test_a_calibrated_start_on_a_push_task_logs_with_the_cube_and_trains_in_the_
     report = run_finetune(str(push_base), "panda", "sim", transitions=400, shift=shift, run_dir=tmp_path / "run",
                           sac=SACCfg(warmup_transitions=50, utd_ratio=0.5, actor_warmup_updates=20),
                           replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
-                          episode_length_s=2.0, calibrated=SMALL, log=False)
+                          episode_length_s=2.0, calibrated=dataclasses.replace(SMALL, chain="calibrated"), log=False)
     fit = report.calibrated["calibration"]["shift"]
+    assert report.calibrated["sim"]["chain"] == "calibrated"  # the chain told the fitted motors from here on
     assert fit["latency_steps"] == 1 and fit["kp_scale"] == pytest.approx(0.5, abs=0.02)
     assert report.calibrated["sim"]["transitions"] == 2 * 8 * 6
     assert (tmp_path / "run" / "calibrated" / "policy_sim_residual.onnx").is_file()
