@@ -68,11 +68,13 @@ RUN_LABELS = {"residual": "residual, α = 0.1 × clip (SAC, ours)",
               "residual_small": "residual, α = 0.03 × clip (SAC)",
               "residual_full": "full-authority residual, α = 1.0 × clip (SAC; base frozen, not its weights)",
               "residual_penalized": "residual, α = 0.1 × clip, critic warm-up and residual penalty (SAC)",
-              "calibrated": "calibrated start, α = 0.2 × clip (calibrated actuators' inverse, then SAC; ours)",
+              "calibrated": "calibrated start, α = 0.2 × clip (calibrated actuators' inverse, then SAC)",
               "calibrated_s1": "calibrated start, seed 1", "calibrated_s2": "calibrated start, seed 2",
               "calibrated_anchored": "calibrated start, robot phase anchored harder (anchor 10, lr 1e-4)",
-              "calibrated_chain": "calibrated start, the safety chain told the fitted motor gains (ours)"}
-STYLES = ("o-", "^-", "s-", "d-", "*-", "*:", "*--", "P-", "X-")
+              "calibrated_chain": "calibrated start, the safety chain told the fitted motor gains",
+              "calibrated_dagger": "calibrated start, DAgger fit, the chain as in the robot's file",
+              "calibrated_chain_dagger": "calibrated start, DAgger fit, the chain told the fitted motor gains (ours)"}
+STYLES = ("o-", "^-", "s-", "d-", "*-", "*:", "*--", "P-", "X-", "v-", "D-")
 FINAL_EVAL_SEED = 777  # phase final-eval's layouts: not the set evaluated during fine-tuning (EVAL_SEED)
 SECTION_START, SECTION_END = "<!-- residual-push:start -->", "<!-- residual-push:end -->"
 

@@ -18,9 +18,10 @@ log σ head is set to a constant (the robot-side learner's exploration).
 
 Where PPO starts (``SimResidualCfg.start``): ``"zero"`` — the last layer at zero, the base alone; or
 ``"actuators"`` — the actuators' inverse, fitted by regression: the residual that makes the calibrated motors
-(kp, kd scaled) apply the torque the base's target asks of the nominal ones, τ = kp (q* − q) − kd q̇, on states the
-calibrated sim visits (:func:`actuator_compensation`). It is what the calibration already says about the motors,
-given to PPO as its start rather than left for it to find: on panda-push, a contact task where PPO's exploration
+(kp, kd scaled) apply the torque the base's target asks of the nominal ones, τ = kp (q* − q) − kd q̇, and hold the
+fitted payload (:func:`actuator_compensation`), on states the calibrated sim visits, DAgger-style (the fitted
+actor's own states labelled too: :func:`fit_actuator_start`). It is what the calibration already says about the
+motors, given as the start rather than left for PPO to find: on panda-push, a contact task where PPO's exploration
 noise alone undoes the base's pushes, PPO from zero had not moved the return in 300 iterations.
 """
 
@@ -120,6 +121,12 @@ def _rsl_env_class():
             self.base_action = self._base(result.actor_obs)  # the next observation's base action first
             return super()._package(result)
 
+        def restart(self):
+            """Every env at the start of a fresh episode; returns the observations."""
+            self.env.reset()
+            self.base_action = self._base(self.env.actor_obs)
+            return self.get_observations()
+
     return ResidualRslEnv
 
 
@@ -199,43 +206,56 @@ def payload_weight_torque(env, shift) -> np.ndarray | None:
     return out
 
 
-def fit_actuator_start(actor, rsl_env, task, shift, alpha: float, steps: int, *, epochs: int = 30,
+def fit_actuator_start(actor, rsl_env, task, shift, alpha: float, steps: int, *, rounds: int = 2, epochs: int = 30,
                        batch: int = 4096, lr: float = 1e-3) -> dict:
     """Fit the PPO actor's mean to :func:`actuator_compensation` (pre-tanh, inside ±0.95 of the bound) on the
-    states of ``steps`` policy steps of every env of ``rsl_env`` run with it; returns the fit's errors."""
+    states of ``steps`` policy steps of every env of ``rsl_env``; returns the fit's errors and sample count.
+
+    DAgger-style: the first round's states are the compensation's own, each later round's are the fitted actor's
+    (whose small errors lead the arm elsewhere), all labelled by the compensation and fitted together."""
     import torch
 
     from robot_rl.learn.ppo import ACTOR_GROUP
 
     env = rsl_env.env
     inputs, targets = [], []
-    obs = rsl_env.get_observations()
-    for _ in range(steps):
-        q, dq = env.joint_state()
-        r = actuator_compensation(task, env.spec, shift, rsl_env.base_action.astype(np.float64), q, dq,
-                                  payload_weight_torque(env, shift))
-        pre = np.arctanh(np.clip(r / alpha, -0.95, 0.95)).astype(np.float32)
-        inputs.append(obs[ACTOR_GROUP])
-        targets.append(torch.from_numpy(pre))
-        obs, _, _, _ = rsl_env.step(torch.from_numpy(pre))
-    x, y = torch.cat(inputs), torch.cat(targets)
-    if actor.obs_normalization:
-        actor.obs_normalizer.update(x)
     optimizer = torch.optim.Adam(actor.mlp.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(0)
 
-    def mse() -> float:
-        with torch.no_grad():
-            return float(torch.mean((actor.mlp(actor.obs_normalizer(x)) - y) ** 2))
+    def mean(x):
+        return actor.mlp(actor.obs_normalizer(x))
 
-    before = mse()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(x), generator=generator).split(batch):
-            loss = torch.mean((actor.mlp(actor.obs_normalizer(x[idx])) - y[idx]) ** 2)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return {"samples": len(x), "mse_zero": float(torch.mean(y**2)), "mse_before": before, "mse_after": mse()}
+    errors = []
+    for round_ in range(rounds):
+        obs = rsl_env.restart()
+        for _ in range(steps):
+            q, dq = env.joint_state()
+            r = actuator_compensation(task, env.spec, shift, rsl_env.base_action.astype(np.float64), q, dq,
+                                      payload_weight_torque(env, shift))
+            label = torch.from_numpy(np.arctanh(np.clip(r / alpha, -0.95, 0.95)).astype(np.float32))
+            inputs.append(obs[ACTOR_GROUP])
+            targets.append(label)
+            if round_ == 0:
+                act = label
+            else:
+                with torch.no_grad():
+                    act = mean(obs[ACTOR_GROUP])
+            obs, _, _, _ = rsl_env.step(act)
+        x, y = torch.cat(inputs), torch.cat(targets)
+        if round_ == 0 and actor.obs_normalization:
+            actor.obs_normalizer.update(x)
+        with torch.no_grad():
+            errors.append(float(torch.mean((mean(x) - y) ** 2)))
+        for _ in range(epochs):
+            for idx in torch.randperm(len(x), generator=generator).split(batch):
+                loss = torch.mean((mean(x[idx]) - y[idx]) ** 2)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    with torch.no_grad():
+        after = float(torch.mean((mean(x) - y) ** 2))
+    return {"samples": len(x), "rounds": rounds, "mse_zero": float(torch.mean(y**2)), "mse_before": errors,
+            "mse_after": after}
 
 
 def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: SimResidualCfg,

@@ -142,5 +142,5 @@ def test_the_actuators_start_fits_the_compensation_and_counts_its_sim_transition
     cfg = SimResidualCfg(iterations=0, num_envs=8, steps_per_env=6, nthread=1, start="actuators", start_steps=60)
     result = train_sim_residual(task, base, RealityShift(kp_scale=0.5, payload_kg=0.5), ResidualCfg(), cfg)
     fit = result.start_fit
-    assert fit["samples"] == 8 * 60 and result.transitions == 8 * 60
+    assert fit["rounds"] == 2 and fit["samples"] == 2 * 8 * 60 and result.transitions == 2 * 8 * 60  # DAgger: 2 rounds
     assert fit["mse_after"] < 0.1 * fit["mse_zero"]
