@@ -61,7 +61,7 @@ from robot_rl.learn.residual.scenes import EpisodeSetup, initial_scene
 from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg
 from robot_rl.policy.onnx_policy import load_policy, read_contract
-from robot_rl.robots.spec import load_robot
+from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.registry import make_task
 
 FINAL_EVAL_SEED = 777  # phase final-eval's command set: not the one evaluated during fine-tuning (seed 12345)
@@ -140,7 +140,7 @@ def vec_env_return(policy, task, shift: RealityShift | None, commands: np.ndarra
 
 
 def evaluate_policy(policy, task, shift: RealityShift | None, commands: np.ndarray | list[EpisodeSetup],
-                    spec=None) -> dict:
+                    spec: RobotSpec | None = None) -> dict:
     """The shared harness: ``policy`` (base only) through the runtime on the nominal or shifted robot, over
     ``commands`` (or, push tasks, episode setups with their scenes). ``spec``: the robot's, if not as loaded from
     its file (a safety chain told the calibrated motors)."""

@@ -18,8 +18,9 @@ Methods, on the x axis by transitions collected on the "real" robot:
                    process with layernorm critics, UTD 2, 3-step returns, lockstep, reward = panda-push's
                    ``RewardsCfg`` from the robot state (cube → goal distance, success radius)
   calibrated       ``--calibrate``: a calibrated start (the base logged on the "real" robot, the vectorized sim
-                   with the table and cube fitted to the log, the residual trained there by PPO), then the same
-                   SAC run on the robot from it
+                   with the table and cube fitted to the log, the residual fitted there: the calibrated actuators'
+                   inverse, push's default), then the same SAC run on the robot from it; ``--calibrate-chain``:
+                   the safety chain's torque limit told the fitted motor gains
 
 There is no "continued training of the full policy" row: continued BC needs new demos on the "real" robot,
 and continued PPO on the BC network needs its architecture (normalizer, ELU MLP with a linear skip) in
@@ -60,6 +61,7 @@ from robot_rl.learn.residual.finetune import parse_shift, run_finetune
 from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.policy.onnx_policy import load_policy, read_contract
+from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.registry import make_task
 
 TASK = "panda-push"
@@ -88,7 +90,8 @@ def train_base(out: Path, demos: int, epochs: int, seed: int) -> Path:
     return out / "bc" / "policy.onnx"
 
 
-def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSetup], spec=None) -> dict:
+def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSetup],
+                  spec: RobotSpec | None = None) -> dict:
     """The base alone through the very path the residual runs in (the A1 benchmark's harness, with scenes)."""
     return evaluate_policy(load_policy(onnx, read_contract(onnx)), make_task(TASK), shift, setups, spec)
 
@@ -258,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--final-eval", action="extend", nargs="+", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies scored on a larger set of layouts never seen before")
     p.add_argument("--final-eval-episodes", type=int, default=120)
-    p.add_argument("--final-eval-chain", default=None, metavar="KP,KD", help="phase final-eval: run these with the "
-                   "safety chain told the motors' measured kp and kd scales (a --calibrate-chain run's deployment)")
+    p.add_argument("--final-eval-chain", default=None, metavar="kp=..,kd=..", help="phase final-eval: run these "
+                   "with the safety chain told the motors' measured gain scales (a --calibrate-chain run's "
+                   "deployment), e.g. kp=0.5,kd=1")
     p.add_argument("--run-name", default="residual", choices=tuple(RUN_LABELS))
     p.add_argument("--seed", type=int, default=0)
     add_calibrate_args(p)
@@ -330,8 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             from robot_rl.learn.residual.shifted_sim import with_measured_actuators
             from robot_rl.robots.spec import load_robot
 
-            kp, kd = (float(v) for v in args.final_eval_chain.split(","))
-            chain_spec = with_measured_actuators(load_robot(task.robot), RealityShift(kp_scale=kp, kd_scale=kd))
+            chain_spec = with_measured_actuators(load_robot(task.robot), parse_shift(args.final_eval_chain))
         for item in args.final_eval:
             name, _, onnx = item.rpartition("=")
             score = evaluate_base(Path(onnx), shift, final_setups, chain_spec)

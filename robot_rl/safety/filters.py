@@ -332,14 +332,17 @@ def estimated_torque(q_target: np.ndarray, state: RobotState, command: JointComm
 
 
 def torque_limited_targets(
-    q_target: np.ndarray, q: np.ndarray, kp: np.ndarray, rest: np.ndarray, tau_max: np.ndarray, over: np.ndarray,
-    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+    q_target: np.ndarray, q: np.ndarray, kp: np.ndarray, rest: np.ndarray, tau_max: np.ndarray,
+    over: np.ndarray | None = None, bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The law of :func:`torque_limit`, on arrays of any batch shape (the chain's one robot, or the vectorized
-    training env's N, which trains behind it): where ``over``, the spring kp·(q* − q) shrunk so the total with
-    ``rest`` (damping and feed-forward torque) is at ±``tau_max``, towards zero and never past it. Returns the
-    targets and where they moved (a joint saturated by ``rest`` alone does not move)."""
+    training env's N, which trains behind it): where ``over`` (default: where |kp·(q* − q) + rest| > ``tau_max``),
+    the spring kp·(q* − q) shrunk so the total with ``rest`` (damping and feed-forward torque) is at ±``tau_max``,
+    towards zero and never past it. Returns the targets and where they moved (a joint saturated by ``rest`` alone
+    does not move)."""
     spring = kp * (q_target - q)
+    if over is None:
+        over = np.abs(spring + rest) > tau_max
     # The spring torque that puts the total at the limit, but not past zero (never reversing the pull).
     allowed = np.where(spring > 0, np.maximum(tau_max - rest, 0.0), np.minimum(-tau_max - rest, 0.0))
     shrink = over & (np.abs(allowed) < np.abs(spring))

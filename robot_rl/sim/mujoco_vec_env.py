@@ -31,8 +31,8 @@ import numpy as np
 from mujoco import rollout
 
 from robot_rl.hardware.sim_robot import scene_ids
-from robot_rl.robots.spec import load_robot
-from robot_rl.safety.filters import torque_limited_targets
+from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.safety.filters import SafetyLimits, torque_limited_targets
 from robot_rl.sim import randomization as dr
 from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
 from robot_rl.sim.feet import FootAirTime
@@ -68,7 +68,7 @@ class MujocoVecEnv:
         randomize: bool = True,
         nthread: int | None = None,
         fixed_command: tuple[float, ...] | None = None,
-        spec=None,
+        spec: RobotSpec | None = None,
     ):
         """``spec``: the robot's spec, if not the one the task names as loaded from its file (e.g. with measured
         actuator scales for the chain's torque limit)."""
@@ -163,10 +163,10 @@ class MujocoVecEnv:
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
-        # The chain's torque limit, with the gains it believes the motors deliver (the spec's, × its measured scales).
-        self.torque_max = spec.safety.torque_limit_fraction * spec.effort_limits
-        self.chain_kp = spec.kp * spec.safety.actuator_kp_scale
-        self.chain_kd = spec.kd * spec.safety.actuator_kd_scale
+        # The chain's limits as it derives them from the spec (its torque limit: effort limits and the gains it
+        # believes the motors deliver, the commanded ones × the spec's measured scales).
+        self.chain_limits = limits = SafetyLimits.from_spec(spec)
+        self._chain_kp, self._chain_kd = spec.kp * limits.kp_scale, spec.kd * limits.kd_scale
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
@@ -335,11 +335,9 @@ class MujocoVecEnv:
         q_sent = self.task.action.decode(self.sent_action, self.default_q)
         if self.task.torque_limit_targets:  # as the chain does on the host: from the measured state, commanded gains
             q, dq = self.state[:, self._qpos_idx], self.state[:, self._qvel_idx]
-            rest = -self.chain_kd * dq
-            tau = self.chain_kp * (q_sent - q) + rest
-            over = (tau > self.torque_max) | (tau < -self.torque_max)
-            if over.any():
-                q_sent, _ = torque_limited_targets(q_sent, q, self.chain_kp, rest, self.torque_max, over)
+            q_sent, moved = torque_limited_targets(q_sent, q, self._chain_kp, -self._chain_kd * dq,
+                                                   self.chain_limits.torque_max)
+            if moved.any():
                 self.sent_action[:] = (q_sent - self.default_q) / self.task.action.scale  # the chain's reference
         q_target = self.delay.push(q_sent)  # latency acts on what was sent, after the host's filters
         # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
@@ -456,7 +454,8 @@ class MujocoVecEnv:
             out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
             out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
         if self.push is not None:
-            out |= self.push.episode_metrics(self._frame()["object_pos"][ids], self.commands[ids])
+            cube = self.push.position(self.state[ids], self._base_pos0, self._base_rot0)
+            out |= self.push.episode_metrics(cube, self.commands[ids])
         elif self.task.objective == "reach":
             err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
             out["Episode/final_distance_m"] = err
@@ -471,4 +470,3 @@ class MujocoVecEnv:
 
 def _copied(inputs: ObsInputs) -> ObsInputs:
     return ObsInputs(**{k: None if v is None else np.array(v) for k, v in vars(inputs).items()})
-

@@ -247,7 +247,7 @@ def test_a_task_trained_behind_the_torque_limit_sends_what_the_chain_would():
     action = np.zeros((2, 7))
     action[:, 6] = 3.0  # joint 7: 1.5 rad from its default, kp 50 → 75 N·m estimated, limit 12
     env.step(action)
-    limit = env.torque_max[6] / env.spec.kp[6]
+    limit = env.chain_limits.torque_max[6] / env.spec.kp[6]
     q_target = env._ctrl[:, 0, env.robot.torque_ctrl] / env.kp
     assert np.allclose(q_target[:, 6] - env.default_q[6], limit)
     assert np.allclose(q_target[:, :6], env.default_q[:6])  # the others, at rest on their targets, untouched
@@ -268,6 +268,6 @@ def test_a_chain_told_the_measured_motors_lets_twice_the_offset_through():
     action[0, 6] = 3.0
     env.step(action)
     q_target = env._ctrl[:, 0, env.robot.torque_ctrl] / env.kp
-    assert np.allclose(q_target[0, 6] - env.default_q[6], env.torque_max[6] / (0.5 * spec.kp[6]))
+    assert np.allclose(q_target[0, 6] - env.default_q[6], env.chain_limits.torque_max[6] / (0.5 * spec.kp[6]))
     with pytest.raises(ValueError, match="not on the given spec"):
         MujocoVecEnv(make_task("a1-flat"), 1, spec=spec)

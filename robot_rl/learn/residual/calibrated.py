@@ -30,6 +30,7 @@ import numpy as np
 from robot_rl.learn.residual.calibration import CalibrationCfg, CalibrationRecorder, calibrate
 from robot_rl.learn.residual.config import LearnerCfg, ResidualCfg
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg, train_sim_residual
+from robot_rl.robots.spec import RobotSpec
 
 # What a run started from a calibrated sim defaults to, measured on the A1 sim-as-real benchmark
 # (benchmarks/RESULTS_residual.md). The bound: 0.2 of the action clip, where the sim residual recovered ≈ 0.05
@@ -80,7 +81,7 @@ class CalibratedStart:
     sim: dict  # the sim residual's training: transitions, wall time, last iterations
     exported: Path  # base + sim residual as one ONNX policy
     wall_s: float
-    spec: object = None  # the robot spec the run continues with (its chain told the fitted motors, if asked)
+    spec: RobotSpec  # the robot spec the run continues with (its chain told the fitted motors, if asked)
 
     def summary(self) -> dict:
         return {"log_transitions": self.transitions, "calibration": self.calibration, "sim": self.sim,

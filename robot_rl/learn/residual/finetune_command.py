@@ -95,8 +95,9 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     fraction = ResidualCfg.fraction if fraction is None else fraction
     actor_warmup = SACCfg.actor_warmup_updates if actor_warmup is None else actor_warmup
     anchor_penalty = SACCfg.anchor_penalty if anchor_penalty is None else anchor_penalty
+    task = policy_task(policy) if lr is None or calibrate else None  # the contract, read once
     if lr is None:
-        lr = finetune_lr(policy_task(policy))
+        lr = finetune_lr(task)
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         residual_cfg = ResidualCfg(fraction=fraction, history=history)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
@@ -104,7 +105,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
                          actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
         calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=sim_residual_cfg(
-            policy_task(policy), seed, iterations=sim_iterations, start=sim_start),
+            task, seed, iterations=sim_iterations, start=sim_start),
             chain="calibrated" if calibrate_chain else "spec") if calibrate else None
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "arguments", str(exc)) from None

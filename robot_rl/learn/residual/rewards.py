@@ -81,7 +81,7 @@ class StateReward:
         goal, still on the table); None for tasks whose success a state does not decide."""
         if self.task.objective != "push":
             return None
-        from robot_rl.learn.residual.scenes import push_task_module
+        from robot_rl.tasks.registry import push_task_module
 
         return push_task_module(self.task).push_success(state.object_pos, np.asarray(command)[:2])
 

@@ -20,8 +20,6 @@ from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.task import TaskCfg
 
-__all__ = ["EVAL_SEED", "EpisodeSetup", "eval_setups", "initial_scene", "push_task_module", "sample_setups"]
-
 EVAL_SEED = 12345  # not the demos' (0) nor the BC evaluation's (10 000 + seed): layouts never trained on
 
 

@@ -41,6 +41,7 @@ from robot_rl.learn.residual.actor import residual_bound
 from robot_rl.learn.residual.config import ResidualCfg
 from robot_rl.learn.residual.networks import actor_layout, layout_size, unflatten
 from robot_rl.policy.onnx_policy import Policy
+from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.task import PPOCfg
 
 
@@ -260,7 +261,7 @@ def fit_actuator_start(actor, rsl_env, task, shift, alpha: float, steps: int, *,
 
 def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: SimResidualCfg,
                        on_iteration: Callable[[dict], None] | None = None, log_std: float = -1.0,
-                       log_dir: Path | None = None, spec=None) -> SimResidualResult:
+                       log_dir: Path | None = None, spec: RobotSpec | None = None) -> SimResidualResult:
     """PPO over the bounded residual of ``base`` in ``task``'s vectorized env under ``shift`` (a ``RealityShift``:
     the calibrated robot). ``log_std``: the log σ the robot-side learner starts exploring with. ``log_dir``: a
     TensorBoard log of the training (also what fills the iterations' mean episode reward). ``spec``: the robot's,

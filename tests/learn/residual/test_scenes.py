@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_rl.learn.residual.scenes import EVAL_SEED, eval_setups, initial_scene, push_task_module, sample_setups
+from robot_rl.learn.residual.scenes import EVAL_SEED, eval_setups, initial_scene, sample_setups
 from robot_rl.tasks import panda_push
-from robot_rl.tasks.registry import make_task
+from robot_rl.tasks.registry import make_task, push_task_module
 
 
 def test_push_setups_are_the_tasks_layouts_with_the_cube_at_its_start():

@@ -144,3 +144,20 @@ def test_the_actuators_start_fits_the_compensation_and_counts_its_sim_transition
     fit = result.start_fit
     assert fit["rounds"] == 2 and fit["samples"] == 2 * 8 * 60 and result.transitions == 2 * 8 * 60  # DAgger: 2 rounds
     assert fit["mse_after"] < 0.1 * fit["mse_zero"]
+
+
+def test_critic_warmup_leaves_the_actor_where_it_started(push_base):
+    """Critic-only iterations (``critic_warmup``) train the value function alone: from the base alone (a zero last
+    layer) the residual is still exactly zero after them."""
+    task, base = make_task("panda-push"), load_policy(push_base, read_contract(push_base))
+    cfg = SimResidualCfg(iterations=0, critic_warmup=2, num_envs=8, steps_per_env=6, nthread=1)
+    result = train_sim_residual(task, base, RealityShift(kp_scale=0.5), ResidualCfg(), cfg)
+    assert len(result.history) == 2 and result.transitions == 2 * 8 * 6
+    policy = ResidualPolicy(base, ResidualCfg())
+    policy.load_weights(result.flat)
+    obs = np.random.default_rng(0).normal(size=(1, base.contract.obs_dim)).astype(np.float32)
+    np.testing.assert_allclose(policy.act(obs), policy.base_action, atol=1e-7)
+    moved = train_sim_residual(task, base, RealityShift(kp_scale=0.5), ResidualCfg(),
+                               SimResidualCfg(iterations=2, num_envs=8, steps_per_env=6, nthread=1))
+    policy.load_weights(moved.flat)
+    assert np.abs(policy.act(obs) - policy.base_action).max() > 1e-6  # without the warm-up the actor does move
