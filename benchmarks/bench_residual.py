@@ -355,6 +355,8 @@ def add_sac_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--anchor-penalty", type=float, default=SACCfg.anchor_penalty,
                    help="× mean squared distance of the residual from the one the run started from (--init-from, "
                    "--calibrate), in the actor's loss")
+    p.add_argument("--anchor-q-scaled", action="store_true", help="the anchor's weight × the batch's mean |Q| "
+                   "(TD3+BC's normalization; --anchor-penalty 0.4 ≈ its α 2.5)")
     p.add_argument("--init-log-std", type=float, default=SACCfg.init_log_std,
                    help="the residual's pre-tanh exploration noise at the start (log σ, unit residual)")
     p.add_argument("--target-entropy", type=float, default=SACCfg.target_entropy_per_dim,
@@ -371,7 +373,7 @@ def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
     return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
                   alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
                   residual_penalty=args.residual_penalty, anchor_penalty=args.anchor_penalty,
-                  actor_ema_rate=args.actor_ema,
+                  anchor_q_scaled=args.anchor_q_scaled, actor_ema_rate=args.actor_ema,
                   init_log_std=args.init_log_std, target_entropy_per_dim=args.target_entropy,
                   num_critics=args.num_critics, algorithm=args.algorithm, explore_std=args.explore_std,
                   critic_dropout=args.critic_dropout)
@@ -429,7 +431,7 @@ def sac_settings(args: argparse.Namespace) -> dict:
     """What a run's results record of its learner settings."""
     return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
             "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
-            "anchor_penalty": args.anchor_penalty,
+            "anchor_penalty": args.anchor_penalty, "anchor_q_scaled": args.anchor_q_scaled,
             "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
             "num_critics": args.num_critics, "history": args.history, "algorithm": args.algorithm,
             "explore_std": args.explore_std, "critic_dropout": args.critic_dropout}

@@ -1,5 +1,5 @@
 """Sim-as-real fine-tuning benchmark on panda-push: how much of the sim-to-"real" success gap of a behaviour-
-cloned policy residual fine-tuning recovers, and in how many transitions, against no fine-tuning.
+cloned policy residual fine-tuning recovers, and in how many transitions, against no fine-tuning and continued PPO.
 
 1. A base policy cloned from scripted demos in the nominal sim (``collect_demos`` + ``train_bc``, ~3 min;
    50 demos as in ``bench_bc_push.py``), or ``--base-onnx``.
@@ -20,13 +20,16 @@ Methods, on the x axis by transitions collected on the "real" robot:
   calibrated       ``--calibrate``: a calibrated start (the base logged on the "real" robot, the vectorized sim
                    with the table and cube fitted to the log, the residual fitted there: the calibrated actuators'
                    inverse, push's default), then the same SAC run on the robot from it; ``--calibrate-chain``:
-                   the safety chain's torque limit told the fitted motor gains
+                   the safety chain's torque limit told the fitted motor gains; ``--learn-sent``: transitions
+                   record the residual the chain let through. Every run also exports its best-evaluated iterate
+                   (``policy_residual_best.onnx``, the start included).
+  continued PPO    ``--phase ppo``: the full BC network (rebuilt from its ONNX: ``robot_rl.learn.bc_ppo``) trained on
+                   by rsl_rl PPO in the vectorized push env under the same shift, behind the chain's rate and
+                   torque limits; every transition it collects counts (its critic-only warm-up's too)
 
-There is no "continued training of the full policy" row: continued BC needs new demos on the "real" robot,
-and continued PPO on the BC network needs its architecture (normalizer, ELU MLP with a linear skip) in
-rsl_rl's actor — not built (see RESULTS_residual.md).
+Continued BC is not a row: it would need new demos on the "real" robot.
 
-    .venv/bin/python benchmarks/bench_residual_push.py --out-dir runs/res_push [--phase all|base|residual|report]
+    .venv/bin/python benchmarks/bench_residual_push.py --out-dir runs/res_push [--phase all|base|residual|ppo|report]
         [--base-onnx runs/res_push/bc/policy.onnx] --markdown-out benchmarks/RESULTS_residual.md
         --png benchmarks/RESULTS_residual_push.png
 """
@@ -35,16 +38,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import platform
 import shlex
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 # This folder (run as benchmarks/bench_residual_push.py): the learner's settings, shared with the A1 benchmark.
 from bench_residual import (
+    TorchActorPolicy,
     add_calibrate_args,
     add_output_args,
     add_sac_args,
@@ -54,7 +57,7 @@ from bench_residual import (
     sac_cfg,
     sac_settings,
 )
-from residual_report import learner_extras
+from residual_push_report import RUN_LABELS, plot, recovered, section, write_section
 
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg
 from robot_rl.learn.residual.finetune import parse_shift, run_finetune
@@ -65,20 +68,8 @@ from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.registry import make_task
 
 TASK = "panda-push"
-# Fine-tuning runs this benchmark knows (``--run-name``), in plot and table order.
-RUN_LABELS = {"residual": "residual, α = 0.1 × clip (SAC, ours)",
-              "residual_small": "residual, α = 0.03 × clip (SAC)",
-              "residual_full": "full-authority residual, α = 1.0 × clip (SAC; base frozen, not its weights)",
-              "residual_penalized": "residual, α = 0.1 × clip, critic warm-up and residual penalty (SAC)",
-              "calibrated": "calibrated start, α = 0.2 × clip (calibrated actuators' inverse, then SAC)",
-              "calibrated_s1": "calibrated start, seed 1", "calibrated_s2": "calibrated start, seed 2",
-              "calibrated_anchored": "calibrated start, robot phase anchored harder (anchor 10, lr 1e-4)",
-              "calibrated_chain": "calibrated start, the safety chain told the fitted motor gains",
-              "calibrated_dagger": "calibrated start, DAgger fit, the chain as in the robot's file",
-              "calibrated_chain_dagger": "calibrated start, DAgger fit, the chain told the fitted motor gains (ours)"}
-STYLES = ("o-", "^-", "s-", "d-", "*-", "*:", "*--", "P-", "X-", "v-", "D-")
+PPO_ENVS = 256  # phase ppo: the task's PPO size (6,144 transitions an iteration at 24 steps)
 FINAL_EVAL_SEED = 777  # phase final-eval's layouts: not the set evaluated during fine-tuning (EVAL_SEED)
-SECTION_START, SECTION_END = "<!-- residual-push:start -->", "<!-- residual-push:end -->"
 
 
 def train_base(out: Path, demos: int, epochs: int, seed: int) -> Path:
@@ -96,148 +87,72 @@ def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSe
     return evaluate_policy(load_policy(onnx, read_contract(onnx)), make_task(TASK), shift, setups, spec)
 
 
-def recovered(s: float, nominal: float, real: float) -> float:
-    return (s - real) / (nominal - real) if nominal != real else float("nan")
+def continued_bc_ppo(base_onnx: Path, shift: RealityShift, setups: list[EpisodeSetup], points: list[int],
+                     nominal: float, real: float, *, init_std: float, critic_warmup: int, stop_at: float,
+                     learning_rate: float, schedule: str, num_envs: int = PPO_ENVS,
+                     budget_s: float, export_dir: Path, seed: int) -> list[dict]:
+    """The full BC network trained on by rsl_rl PPO in the vectorized push env under ``shift`` (fixed: the "real"
+    robot; behind the chain's rate and torque limits, as the task trains), scored by the harness at ``points``
+    (transitions, the critic-only warm-up's included: they are robot transitions too). Each scored iterate is
+    exported (``ppo_<transitions>.onnx``) for the second look."""
+    import torch
 
+    from robot_rl.learn.bc_ppo import bc_actor_cfg
+    from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner
+    from robot_rl.learn.residual.shifted_sim import shifted_vec_env
+    from robot_rl.learn.train import set_torch_threads
+    from robot_rl.policy import collect_provenance, contract_for_task, export_rsl_rl_policy
+    from robot_rl.robots.spec import load_robot
 
-def binomial_se(p: float, n: int) -> float:
-    return float(np.sqrt(max(p * (1 - p), 1e-12) / max(n, 1)))
-
-
-def plot(results: dict, png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    nom, real = results["base_nominal"], results["base_real"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for (name, label), style in zip(RUN_LABELS.items(), STYLES, strict=True):
-        curve = results.get(name, [])
-        if not curve:
-            continue
-        x = [c["transitions"] for c in curve]
-        se = [binomial_se(c["success"], c["episodes"]) for c in curve]
-        ax1.errorbar(x, [c["success"] for c in curve], yerr=se, fmt=style, capsize=3, label=f"{label} ± s.e.")
-        ax2.plot(x, [100 * c["final_object_error_m"] for c in curve], style, label=label)
-    ax1.axhline(real["success"], color="gray", ls="--", label="no fine-tuning (base on the 'real' robot)")
-    ax1.axhline(nom["success"], color="black", ls="-.", label="base in its training sim")
-    ax2.axhline(100 * real["final_object_error_m"], color="gray", ls="--", label="no fine-tuning")
-    ax2.axhline(100 * nom["final_object_error_m"], color="black", ls="-.", label="base in its training sim")
-    ax2.axhline(3.0, color="green", ls=":", label="success radius (3 cm)")
-    for ax in (ax1, ax2):
-        ax.set_xlabel("transitions on the 'real' robot")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    ax1.set_ylabel(f"success rate ({results['eval_episodes']} fixed layouts)")
-    ax1.set_ylim(-0.02, 1.02)
-    ax2.set_ylabel("mean final cube–goal distance (cm)")
-    fig.suptitle(f"panda-push, BC base: 'real' = {results['shift_text']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-
-
-def section(results: dict, png: Path) -> str:
-    nom, real = results["base_nominal"], results["base_real"]
-    n = results["eval_episodes"]
-    base = results.get("base", {})
-    lines = [
-        SECTION_START,
-        "### Panda push (panda-push), a behaviour-cloned base",
-        "",
-        f"Base: BC policy ({base.get('how', 'see results.json')}). The \"real\" robot is the same MuJoCo Panda, "
-        f"table and cube shifted beyond anything the demos saw: {results['shift_text']} (the demos and BC: the "
-        "nominal sim, no randomization). Every policy is scored by one harness: deterministic episodes through "
-        f"`DeployRuntime` (safety chain on) on the shifted robot, on the same {n} seeded layouts (seed "
-        f"{results['eval_seed']}; never trained on: the demos use seed 0, fine-tuning its own stream), each "
-        "episode: ramp to the default pose, the cube set at its start, 10 s of policy ticks. Performance = the "
-        "task's success rate (cube centre within 3 cm of the goal at the end); **gap recovered** = "
-        "(S − S_base,real) / (S_base,sim − S_base,real). x = transitions collected on the \"real\" robot "
-        f"(evaluation episodes not counted). Binomial standard error at n = {n}: ±{binomial_se(0.5, n):.2f} "
-        "at 50 %.",
-        "",
-        *("    " + c for c in results.get("commands", [])),
-        "",
-        "| | success | gap recovered | mean final cube–goal distance (cm) | return | safety interventions |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| base in its training sim | {nom['success']:.2f} | 1 (definition) | "
-        f"{100 * nom['final_object_error_m']:.1f} | {nom['return']:.2f} | {nom['safety_events']} |",
-        f"| base on the \"real\" robot, no fine-tuning | {real['success']:.2f} | 0 (definition) | "
-        f"{100 * real['final_object_error_m']:.1f} | {real['return']:.2f} | {real['safety_events']} |",
-    ]
-    for name, label in RUN_LABELS.items():
-        for c in results.get(name, []):
-            lines.append(f"| {label.split(' (')[0]}, {c['transitions']:,} transitions | {c['success']:.2f} | "
-                         f"{c['recovered']:.2f} | {100 * c['final_object_error_m']:.1f} | {c['return']:.2f} | "
-                         f"{c['safety_events']} |")
-    for name in RUN_LABELS:
-        run = results.get(f"{name}_run")
-        if not run:
-            continue
-        learner, sync = run["learner"], run["sync"]
-        lines += ["", f"Run `{name}`: α = {run['fraction']} × the action clip, SAC with {run['critic_norm']} critics, "
-                  f"UTD {run['utd']}, 3-step returns{learner_extras(run)}, the learner in its own process (the "
-                  f"lockstep sim paces itself to the UTD ratio, waiting up to {run.get('learner_timeout_s', 2.0):g} s "
-                  f"for a learner slowed by other jobs); {run['episodes']} training episodes, "
-                  f"{int(learner['updates']):,} updates, "
-                  f"{int(learner['lost'])} transitions lost in the ring, {sync['syncs']} weight syncs; wall time "
-                  f"{run['wall_s'] / 60:.1f} min on 2 cores shared with other jobs. Reward (panda-push `REWARDS`, "
-                  "used by fine-tuning only): cube → goal distance −5/m·s, exp kernel (σ 5 cm) 1/s, inside the "
-                  "success radius 2/s, tool → cube −0.2/m·s, action rate −0.01."]
-        cal = run.get("calibrated")
-        if cal:
-            how = ("the calibrated actuators' inverse fitted by regression" if cal["sim"].get("start") == "actuators"
-                   else "from the base alone")
-            how += f", then {cal['sim']['iterations']} PPO iterations" if cal["sim"].get("iterations") else ", no PPO"
-            lines[-1] += (f" Calibrated start: {cal['log_transitions']:,} robot transitions logged (counted), the sim "
-                          f"fitted as {cal['calibration']['shift_text']}; sim residual: {how} "
-                          f"({cal['sim']['transitions']:,} sim transitions).")
-    final = results.get("final_eval")
-    if final and final.get("runs"):
-        fn, fr = final["base_nominal"], final["base_real"]
-        lines += ["", f"Second look (`--phase final-eval`): {final['episodes']} other layouts (seed {final['seed']}), "
-                  f"binomial standard error ±{binomial_se(0.5, final['episodes']):.2f} at 50 %.", "",
-                  "| policy | success | gap recovered | mean final cube–goal distance (cm) | return |",
-                  "|---|---:|---:|---:|---:|",
-                  f"| base in its training sim | {fn['success']:.2f} | 1 (definition) | "
-                  f"{100 * fn['final_object_error_m']:.1f} | {fn['return']:.2f} |",
-                  f"| base on the \"real\" robot | {fr['success']:.2f} | 0 (definition) | "
-                  f"{100 * fr['final_object_error_m']:.1f} | {fr['return']:.2f} |"]
-        for name, r in final["runs"].items():
-            lines.append(f"| {name} | {r['success']:.2f} | {r['recovered']:.2f} | "
-                         f"{100 * r['final_object_error_m']:.1f} | {r['return']:.2f} |")
-    shifts = results.get("shift_search")
-    if shifts:
-        lines += ["", "How the shift was chosen: the base's success on the first layouts of the evaluation set "
-                  "under candidate shifts (the nominal sim first):", "",
-                  *("    " + c for c in results.get("shift_search_commands", [])), "",
-                  "| shift | episodes | success | mean final distance (cm) |", "|---|---:|---:|---:|"]
-        for row in shifts:
-            lines.append(f"| {row['shift_text']} | {row['episodes']} | {row['success']:.2f} | "
-                         f"{100 * row['final_object_error_m']:.1f} |")
-    for note in results.get("notes", []):  # findings written by hand after a run (results.json "notes")
-        lines += ["", note]
-    lines += ["", "Compared with: no fine-tuning. The \"continued training of the full policy\" baseline of the "
-              "A1/reach benchmark (continued PPO in the shifted vectorized env, which now has the table and cube) "
-              "is not run here: it needs the BC network's architecture (normalizer, ELU MLP with a linear skip) in "
-              "rsl_rl's actor, and continued BC would need new demos on the \"real\" robot. Residual PPO in the "
-              "vectorized push env under the true shift (the calibrated start's PPO phase, given the exact "
-              "calibration) did not raise the return in 300 iterations from zero and drifted away from the "
-              "actuators start (benchmarks/RESULTS_residual_calibrated.md).",
-              "", f"![success vs transitions]({png.name})", "",
-              f"Machine: {results.get('machine', '?')}, 2 cores shared with other jobs.", SECTION_END]
-    return "\n".join(lines) + "\n"
-
-
-def write_section(text: str, path: Path) -> None:
-    """Replace this benchmark's section of ``path`` (between its markers), or append it; keep the rest."""
-    old = path.read_text() if path.exists() else ""
-    if SECTION_START in old and SECTION_END in old:
-        head, rest = old.split(SECTION_START, 1)
-        new = head + text.rstrip("\n") + rest.split(SECTION_END, 1)[1]
-    else:
-        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + text
-    path.write_text(new)
+    task = make_task(TASK)
+    spec = load_robot(task.robot)
+    set_torch_threads(1)
+    torch.manual_seed(seed)
+    # No entropy bonus widening σ: PPO starts where the BC network is sure.
+    ppo = dataclasses.replace(task.ppo, entropy_coef=0.0, save_interval=10**9, learning_rate=learning_rate,
+                              schedule=schedule, num_envs=num_envs)
+    env = shifted_vec_env(task, shift, ppo.num_envs, seed=seed + 1)
+    iterations: list[dict] = []  # PPO's own view: the mean training-episode reward in its env, per iteration
+    # A log directory: rsl_rl keeps the episodes' rewards (what on_iteration reports) only when it logs.
+    runner = TaskRunner(RslRlVecEnv(env), task, log_dir=export_dir / "tensorboard", ppo=ppo,
+                        on_iteration=iterations.append,
+                        actor=bc_actor_cfg(base_onnx, task, spec, init_std))
+    per_iter = ppo.num_envs * ppo.num_steps_per_env
+    actor = runner.alg.actor
+    curve, done, started = [], 0, time.monotonic()
+    for point in [0, *points]:
+        iters = math.ceil((point - done) / per_iter)
+        if point > 0 and iters <= 0:
+            continue  # inside an iteration already run
+        warm = min(iters, max(0, critic_warmup - done // per_iter))
+        if warm:  # the critic alone first: PPO's first updates on an untrained critic's advantages undo a start
+            actor.requires_grad_(False)
+            runner.learn(warm, init_at_random_ep_len=done == 0)
+            actor.requires_grad_(True)
+            runner.alg.learning_rate = ppo.learning_rate  # the adaptive schedule moved it while the actor was still
+            for group in runner.alg.optimizer.param_groups:
+                group["lr"] = ppo.learning_rate
+        if iters - warm > 0:
+            runner.learn(iters - warm, init_at_random_ep_len=done == 0 and not warm)
+        done += max(iters, 0) * per_iter
+        score = evaluate_policy(TorchActorPolicy(runner, contract_for_task(task)), task, shift, setups)
+        onnx = export_dir / f"ppo_{done}.onnx"
+        export_rsl_rl_policy(runner.alg.get_policy(), contract_for_task(task, provenance=collect_provenance(
+            TASK, notes={"continued_ppo_from": str(base_onnx), "transitions": done})), onnx)
+        score |= {"transitions": done, "wall_s": time.monotonic() - started, "onnx": str(onnx),
+                  "recovered": recovered(score["success"], nominal, real),
+                  "std": float(actor.distribution.log_std_param.detach().exp().mean()),  # σ, action units
+                  # PPO's own view, from its stochastic training episodes in the env (the first ones cut short):
+                  "train_episode_reward": iterations[-1]["mean_reward"] if iterations else None,
+                  "train_success": iterations[-1].get("Episode/success") if iterations else None}
+        curve.append(score)
+        print(f"[ppo] {done:>8} transitions: success {score['success']:.2f}, recovered {score['recovered']:.2f}, "
+              f"return {score['return']:.2f}; training episodes: reward {score['train_episode_reward']}, success "
+              f"{score['train_success']}, σ {score['std']:.3f} ({score['wall_s']:.0f} s)", flush=True)
+        if score["recovered"] >= stop_at or time.monotonic() - started > budget_s:
+            break
+    env.close()
+    return curve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,7 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--search-shifts", nargs="*", default=[],
                    help="candidate shifts to score the base on (phase base), e.g. kp=0.5,latency=2")
     p.add_argument("--search-episodes", type=int, default=20)
-    p.add_argument("--phase", default="all", choices=("all", "base", "residual", "final-eval", "report"))
+    p.add_argument("--phase", default="all", choices=("all", "base", "residual", "ppo", "final-eval", "report"))
+    p.add_argument("--ppo-points", type=int, nargs="*", default=[24_576, 49_152, 98_304, 196_608, 393_216, 786_432],
+                   help="phase ppo: transitions at which continued PPO is scored")
+    p.add_argument("--ppo-init-std", type=float, default=0.1, help="phase ppo: the BC network's initial σ "
+                   "(action units)")
+    p.add_argument("--ppo-critic-warmup", type=int, default=4, help="phase ppo: critic-only iterations first")
+    p.add_argument("--ppo-lr", type=float, default=1e-3, help="phase ppo: learning rate (the task's PPO default)")
+    p.add_argument("--ppo-schedule", default="adaptive", choices=("adaptive", "fixed"))
+    p.add_argument("--ppo-budget-s", type=float, default=2400.0)
+    p.add_argument("--ppo-stop-at", type=float, default=1.0, help="phase ppo: stop at this gap recovered")
     p.add_argument("--final-eval", action="extend", nargs="+", default=[], metavar="NAME=ONNX",
                    help="phase final-eval: exported policies scored on a larger set of layouts never seen before")
     p.add_argument("--final-eval-episodes", type=int, default=120)
@@ -265,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                    "with the safety chain told the motors' measured gain scales (a --calibrate-chain run's "
                    "deployment), e.g. kp=0.5,kd=1")
     p.add_argument("--run-name", default="residual", choices=tuple(RUN_LABELS))
+    p.add_argument("--learn-sent", action="store_true", help="transitions record the residual the safety chain "
+                   "let through where it changed the target (ResidualCfg.learn_sent)")
     p.add_argument("--seed", type=int, default=0)
     add_calibrate_args(p)
     add_output_args(p, "runs/res_push")
@@ -307,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase in ("all", "residual"):
         started = time.monotonic()
         report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction, learner_timeout_s=args.learner_timeout_s),
+                              residual=ResidualCfg(fraction=args.fraction, learner_timeout_s=args.learner_timeout_s,
+                                                   learn_sent=args.learn_sent),
                               sac=sac_cfg(args, task), replay=ReplayCfg(),
                               shift=shift, run_dir=args.out_dir / args.run_name, eval_every=args.eval_every,
                               eval_episodes=args.eval_episodes, seed=args.seed, calibrated=calibrated_cfg(args, task))
@@ -317,7 +244,21 @@ def main(argv: list[str] | None = None) -> int:
                                    "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
                                    "learner_timeout_s": args.learner_timeout_s,
                                    "exported": str(report.exported), "ended_by": report.ended_by,
-                                   "seed": args.seed, "calibrated": report.calibrated}
+                                   "exported_best": str(report.exported_best), "best": report.best,
+                                   "seed": args.seed, "calibrated": report.calibrated,
+                                   "learn_sent": args.learn_sent}
+        save()
+
+    if args.phase == "ppo":
+        name = args.run_name if args.run_name.startswith("ppo") else "ppo"
+        results[name] = continued_bc_ppo(Path(results["base_onnx"]), shift, setups, args.ppo_points, nominal, real,
+                                          init_std=args.ppo_init_std, critic_warmup=args.ppo_critic_warmup,
+                                          learning_rate=args.ppo_lr, schedule=args.ppo_schedule,
+                                          stop_at=args.ppo_stop_at, budget_s=args.ppo_budget_s,
+                                          export_dir=args.out_dir / name, seed=args.seed)
+        results[f"{name}_run"] = {"num_envs": PPO_ENVS, "init_std": args.ppo_init_std,
+                                  "critic_warmup": args.ppo_critic_warmup, "learning_rate": args.ppo_lr,
+                                  "schedule": args.ppo_schedule, "seed": args.seed}
         save()
 
     if args.phase == "final-eval":  # a second look with 3× the layouts, from a seed no run has evaluated on

@@ -226,6 +226,9 @@ def learner_extras(run: dict) -> str:
     out = ""
     if run.get("actor_warmup"):
         out += f", {run['actor_warmup']:,} critic-only updates before the residual moves"
+    if run.get("anchor_penalty"):
+        scaled = " × the batch's mean |Q|" if run.get("anchor_q_scaled") else ""
+        out += f", anchored to its start (× {run['anchor_penalty']:g}{scaled} the squared distance in the actor loss)"
     if run.get("residual_penalty"):
         out += f", residual penalty {run['residual_penalty']:g} × mean squared unit residual in the actor loss"
     lr = run.get("lr") or 3e-4  # runs recorded before the setting was (all at 3e-4, the default then)

@@ -144,7 +144,10 @@ class TaskRunner(OnPolicyRunner):
         on_iteration: Callable[[dict[str, float]], None] | None = None,
         ppo: PPOCfg | None = None,
         provenance: dict[str, Any] | None = None,
+        actor: dict[str, Any] | None = None,
     ):
+        """``actor``: the runner's actor entry in place of the MLP ``train_cfg`` builds (e.g.
+        ``bc_ppo.bc_actor_cfg``: continued PPO on a behaviour-cloned network)."""
         ppo = ppo or task.ppo
         self.task_info = checkpoint_info(task, env.env.spec)
         # For export and model cards: how the actor is built, and how it was trained (seed, settings).
@@ -152,6 +155,9 @@ class TaskRunner(OnPolicyRunner):
                             **(provenance or {})}
         self._console = console
         cfg = train_cfg(ppo, run_name=task.name)
+        if actor is not None:
+            cfg["actor"] = actor
+            self._provenance |= {"actor": getattr(actor["class_name"], "__name__", str(actor["class_name"]))}
         with self._quiet():
             super().__init__(env, cfg, log_dir=str(log_dir) if log_dir is not None else None, device="cpu")
         self._on_iteration = on_iteration

@@ -37,6 +37,10 @@ from robot_rl.robots.spec import REPO_ROOT
 OPSET = 18
 VERIFY_BATCH = 256
 VERIFY_ATOL = 1e-4  # on |onnx − torch| / (1 + |torch|): float32 reassociation reached 1.2e-5 on a BC net; a bug is ≫
+# … unless the network itself is that ill-conditioned in float32 on the test inputs (a BC normalizer divides a
+# feature that never varied by 1e-3, so a 5-σ test input reaches 10⁴ inside): then the bar is this many times the
+# network's own float32 error (torch float32 against float64), measured on the same inputs.
+VERIFY_FLOAT32_FACTOR = 10.0
 
 
 class ExportError(RuntimeError):
@@ -206,14 +210,18 @@ def _verify(module, path: Path, contract: PolicyContract, seed: int) -> float:
     ]).astype(np.float32)
     with torch.no_grad():
         ref = module(torch.from_numpy(obs)).numpy()
+        ref64 = copy.deepcopy(module).double()(torch.from_numpy(obs).double()).numpy()
+    float32_err = float(np.max(np.abs(ref - ref64) / (1.0 + np.abs(ref64))))
+    tolerance = max(VERIFY_ATOL, VERIFY_FLOAT32_FACTOR * float32_err)
     batched = policy.act_batch(obs)
     single = np.stack([policy.act(obs[i : i + 1]).copy() for i in range(8)])  # the runtime's (1, obs_dim) path
     err = max(
         float(np.max(np.abs(batched - ref) / (1.0 + np.abs(ref)))),
         float(np.max(np.abs(single - ref[:8]) / (1.0 + np.abs(ref[:8])))),
     )
-    if not err <= VERIFY_ATOL:
-        raise ExportError(f"onnxruntime output differs from torch by {err:.3g} (tolerance {VERIFY_ATOL})")
+    if not err <= tolerance:
+        raise ExportError(f"onnxruntime output differs from torch by {err:.3g} (tolerance {tolerance:.3g}; the "
+                          f"network's own float32 error there {float32_err:.3g})")
     return err
 
 

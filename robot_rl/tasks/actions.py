@@ -21,6 +21,10 @@ class JointPositionAction:
     def decode(self, action: np.ndarray, default_q: np.ndarray) -> np.ndarray:
         return default_q + self.scale * np.clip(action, -self.clip, self.clip)
 
+    def encode(self, q_target: np.ndarray, default_q: np.ndarray) -> np.ndarray:
+        """The raw action that decodes to ``q_target`` (inside the clip range; beyond it, the clipped one's)."""
+        return np.clip((np.asarray(q_target) - default_q) / self.scale, -self.clip, self.clip)
+
     def max_step(self, max_target_rate_rad_s: float, period_s: float) -> float:
         """The largest change of the raw action per policy step that moves targets no faster than
         ``max_target_rate_rad_s`` (the safety chain's rate limit, which acts on targets)."""

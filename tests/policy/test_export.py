@@ -1,6 +1,8 @@
 """ONNX export: raw-observation parity with torch on recorded robot states, normalizer baked in,
 contract in the metadata, reproducible bytes, and refusals that leave no file behind."""
 
+import copy
+
 import numpy as np
 import onnx
 import pytest
@@ -218,3 +220,57 @@ def test_rsl_rl_model_with_other_obs_width_is_refused(tmp_path):
     other = PolicyContract.expected_from(A1, ObservationLayout((ObsTerm("joint_pos_rel"),)), COMMANDS, ACTION)
     with pytest.raises(ExportError, match=f"takes {OBS_DIM} observations, the contract's layout has 12"):
         export_rsl_rl_policy(_rsl_rl_model(seed=0, normalize=False), other, tmp_path / "x.onnx")
+
+
+def test_the_check_catches_a_graph_that_is_not_the_module(tmp_path, exported):
+    """An export bug (the file computes something else) fails the check; stands in for one by checking the
+    written file against another module."""
+    from robot_rl.policy.export import _raw_obs_module, _verify
+
+    _, path, written = exported
+    with pytest.raises(ExportError, match="onnxruntime output differs from torch"):
+        _verify(_raw_obs_module(_actor(9), None), path, written, seed=0)
+
+
+def _ill_conditioned_actor() -> torch.nn.Module:
+    """Outputs that are differences of almost equal hidden units near 10³–10⁴ (pairs of rows 1e-5 apart), fed by a
+    feature a BC-like normalizer divided by 1e-3: float32 rounding of the large units is most of each output.
+    256 wide: onnxruntime and torch then sum in different orders (at 64 they agree bit for bit)."""
+    torch.manual_seed(0)
+    j = A1.num_joints
+    first, pairs, out = torch.nn.Linear(OBS_DIM, 256), torch.nn.Linear(256, 2 * j), torch.nn.Linear(2 * j, j)
+    with torch.no_grad():
+        first.weight[:, 0] = 1.0  # × 1e3 from the normalizer
+        pairs.weight[j:] = pairs.weight[:j] + 1e-5 * torch.randn(j, 256)
+        out.weight.zero_()
+        out.bias.zero_()
+        for k in range(j):
+            out.weight[k, k], out.weight[k, j + k] = 1.0, -1.0
+    scale = torch.ones(OBS_DIM)
+    scale[0] = 1e3
+    return torch.nn.Sequential(_Scale(scale), first, torch.nn.ELU(), pairs, out)
+
+
+def test_an_ill_conditioned_network_is_judged_by_its_own_float32_error(tmp_path, monkeypatch):
+    """Such a network's ONNX and torch outputs differ by more than the fixed bar, as much as torch float32 differs
+    from float64: the network's rounding, not an export bug; the check allows a multiple of it."""
+    import robot_rl.policy.export as export
+
+    actor = _ill_conditioned_actor()
+    x = torch.from_numpy(np.random.default_rng(0).normal(0.0, 5.0, (64, OBS_DIM)).astype(np.float32))
+    with torch.no_grad():
+        own = (actor(x).double() - copy.deepcopy(actor).double()(x.double())).abs() / (1 + actor(x).abs())
+    assert float(own.max()) > export.VERIFY_ATOL  # the premise: float32 alone misses the fixed bar
+    export_onnx(actor, None, CONTRACT, tmp_path / "ill.onnx")
+    monkeypatch.setattr(export, "VERIFY_FLOAT32_FACTOR", 0.0)  # the fixed bar alone refuses it
+    with pytest.raises(ExportError, match="differs from torch"):
+        export_onnx(actor, None, CONTRACT, tmp_path / "ill2.onnx")
+
+
+class _Scale(torch.nn.Module):
+    def __init__(self, scale: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("scale", scale)
+
+    def forward(self, x):
+        return x * self.scale

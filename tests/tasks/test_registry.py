@@ -59,3 +59,16 @@ def test_panda_reach_commands_are_a_target():
     assert task.rewards.reach_tolerance_m == pytest.approx(0.02)
     with pytest.raises(ValueError, match="target_x"):
         dataclasses.replace(task, commands=make_task("a1-flat").commands)
+
+
+def test_an_action_encodes_back_from_the_target_it_decodes_to():
+    import numpy as np
+
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.tasks.registry import make_task
+
+    task, spec = make_task("panda-push"), load_robot("panda")
+    action = np.linspace(-6.0, 6.0, spec.num_joints)  # beyond the clip (4) at both ends
+    q = task.action.decode(action, spec.default_positions)
+    np.testing.assert_allclose(task.action.encode(q, spec.default_positions),
+                               np.clip(action, -task.action.clip, task.action.clip), atol=1e-12)

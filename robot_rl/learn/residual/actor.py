@@ -29,6 +29,7 @@ clip((a_human − a_b)/α, −1, 1) — the part of the correction the residual 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -82,6 +83,7 @@ class ResidualPolicy:
         self.stats = {"syncs": 0, "torn_reads": 0, "fallback_ticks": 0, "nonfinite_residuals": 0,
                       "sync_max_s": 0.0, "sync_total_s": 0.0, "polls": 0}
         self._learner_ok = status is None  # no learner attached: weights are loaded by hand (export, eval)
+        self._hold = False  # holding_weights(): no syncs (one iterate is being scored)
 
     # -- weights -----------------------------------------------------------------------------------------
     def load_weights(self, flat: np.ndarray, version: int = 1) -> None:
@@ -95,13 +97,25 @@ class ResidualPolicy:
         self._learner_ok = True
         self.load_weights(flat, version)
 
+    @contextlib.contextmanager
+    def holding_weights(self):
+        """Sync to the learner's latest weights, then none inside: an evaluation scores that one iterate (before a
+        policy tick the actor may not have polled yet, e.g. the first evaluation scoring a run's start). The
+        learner's health is still watched every ``sync_every`` ticks: a dead learner still turns the residual off."""
+        self._poll()
+        self._hold = True
+        try:
+            yield
+        finally:
+            self._hold = False
+
     def _poll(self) -> None:
         t0 = time.perf_counter()
         self.stats["polls"] += 1
         if self.status is not None:
             fresh = self.status.heartbeat_age() <= self.cfg.learner_timeout_s
             self._learner_ok = fresh and self.status.state in (LearnerStatus.STARTING, LearnerStatus.RUNNING)
-        if self.board is not None and self._learner_ok:
+        if self.board is not None and self._learner_ok and not self._hold:
             version = self.board.poll(self.weights_version, self._incoming)
             if version is not None:
                 self.actor.load(self._incoming)
@@ -165,6 +179,13 @@ class ResidualPolicy:
             np.multiply(self.unit_residual, self.alpha, out=self.action)
             self.action += self.base_action
         return self.action
+
+    def record_sent(self, sent: np.ndarray) -> None:
+        """The safety chain sent ``sent`` (raw action units) instead of :attr:`action`: :attr:`unit_residual` (what
+        the transition records) becomes the residual that would have produced it, clipped to the bound."""
+        np.clip((np.asarray(sent, dtype=np.float32) - self.base_action) / self.alpha, -1.0, 1.0,
+                out=self.unit_residual)
+        self.unit_residual[~np.isfinite(self.unit_residual)] = 0.0
 
     def act_batch(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic base + residual for (N, obs_dim) observations (evaluation; no sync, no override).

@@ -27,6 +27,12 @@ class ResidualCfg:
     history: int = 1
     sync_every: int = 10  # control ticks between polls of the learner's latest weights
     learner_timeout_s: float = 2.0  # no learner heartbeat for this long → the actor drives the base alone
+    # The transition records the residual the safety chain let through (the target it sent, read back as a unit
+    # residual) where the chain changed the proposed one, instead of the residual the actor sampled: the critics
+    # then learn the value of what the robot did. Where the chain's rate limit is tight against the exploration
+    # (the Panda: 0.08 action units a tick against the residual's ±0.3 noise), a sampled action is most of the time
+    # not what happened.
+    learn_sent: bool = False
 
     def state_dim(self, obs_dim: int, num_actions: int) -> int:
         """Width of the residual's (and its critics') input: ``history`` frames of observation ‖ base action."""
@@ -80,6 +86,11 @@ class SACCfg:
     # (``init_from``: a sim run, a calibrated start), added to the actor's loss: a residual that starts good stays
     # where the robot's data does not show it wrong, instead of following fresh critics' early gradients.
     anchor_penalty: float = 0.0
+    # The anchor's weight × the batch's mean |Q(s, π(s))| (TD3+BC's normalization, Fujimoto & Gu 2021): its pull
+    # is then the same share of the actor's loss whatever the size of the returns. Unscaled, a task whose Q values
+    # run to hundreds (rewards per second) outweighs an anchor of 1–10 (panda-push: the start lost by 8.5k).
+    # anchor_penalty 0.4 with it is TD3+BC's α = 2.5.
+    anchor_q_scaled: bool = False
     # > 0: also keep an exponential moving average of the actor's weights (this rate per actor update) and export
     # it next to the last iterate (policy_residual_ema.onnx): SAC's last iterate can drop late in a run.
     actor_ema_rate: float = 0.0

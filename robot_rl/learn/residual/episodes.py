@@ -157,6 +157,14 @@ class EpisodeLoop:
             self.recorder(state, result.command)
         return state, result, missed
 
+    def _record_sent(self, result: StepResult) -> None:
+        """Where the safety chain changed this tick's targets, the transition records what it sent
+        (``ResidualCfg.learn_sent``)."""
+        if result.mode is ControllerMode.RUNNING and not np.array_equal(result.command.q_target,
+                                                                       result.proposed.q_target):
+            action = self.runtime.controller.action
+            self.policy.record_sent(action.encode(result.command.q_target, self.runtime.spec.default_positions))
+
     def _reset(self, command: np.ndarray) -> None:
         rt = self.runtime
         if self.recorder is not None:  # a person may set the robot down between episodes: the log breaks here
@@ -225,6 +233,8 @@ class EpisodeLoop:
             policy_ticks = policy.ticks
             state, result, missed = self._tick(human_poll=True)
             acted = policy.ticks != policy_ticks
+            if acted and policy.cfg.learn_sent:
+                self._record_sent(result)
             res.missed_deadlines += missed
             res.safety_events += len(result.events)
             faulted = result.mode is ControllerMode.DAMPING

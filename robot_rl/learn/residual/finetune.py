@@ -45,7 +45,7 @@ import numpy as np
 from robot_rl.learn.residual.calibrated import CalibratedStartCfg
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
-from robot_rl.learn.residual.evaluation import evaluate
+from robot_rl.learn.residual.evaluation import evaluate, selection_key
 from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
@@ -84,6 +84,10 @@ class FinetuneReport:
     sync: dict = field(default_factory=dict)
     exported: Path | None = None
     exported_ema: Path | None = None  # the actor's weight average, when the learner kept one (actor_ema_rate)
+    # The best-evaluated iterate (evaluation.selection_key), the run's start included: what to deploy when the
+    # robot phase made things worse (on panda-push it undid a calibrated start in every variant measured).
+    exported_best: Path | None = None
+    best: dict | None = None  # that evaluation's line (transitions, success / return, weights_version)
     reward_terms_dropped: tuple[str, ...] = ()
     ended_by: dict[str, int] = field(default_factory=dict)  # learning episodes, by how they ended
     missed_deadlines: int = 0  # real time: policy deadlines missed during learning episodes
@@ -227,6 +231,20 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                   ", ".join(f"{k} {v:.4g}" for k, v in line.items() if isinstance(v, float) and k != "wall_s"),
                   flush=True)
 
+    best_flat: np.ndarray | None = None
+
+    def evaluate_iterate() -> None:
+        """Score the iterate the actor holds (no syncs meanwhile) and keep its weights if it is the best so far."""
+        nonlocal best_flat
+        with res_policy.holding_weights():
+            score = evaluate(loop, evaluation_set)
+        record("eval", score | {"weights_version": res_policy.weights_version})
+        if report.best is None or selection_key(task, score) > selection_key(task, report.best):
+            report.best = report.evaluations[-1]
+            # version 0: no weights yet, the base alone was scored; a zero network is that residual (tanh(0) = 0)
+            best_flat = res_policy.actor.flat.copy() if res_policy.weights_version else np.zeros_like(
+                res_policy.actor.flat)
+
     started = time.monotonic()
     try:
         if not learner.wait_ready():
@@ -241,7 +259,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             next_eval = 0
             while report.transitions < transitions:
                 if eval_every and report.transitions >= next_eval:
-                    record("eval", evaluate(loop, evaluation_set))
+                    evaluate_iterate()
                     next_eval += eval_every
                 setup = sample_setups(task, rng, 1)[0]  # push: a layout from the task's sampler, on rng's stream
                 command = setup.command
@@ -262,7 +280,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             if version is None:
                 raise RuntimeError("the learner left no complete weights behind")
             res_policy.detach(final, version)  # the learner is gone on purpose: keep its last residual on
-            record("eval", evaluate(loop, evaluation_set))
+            evaluate_iterate()
     finally:
         report.learner = learner.status.summary()
         trained_on = report.learner["received"] - sac.warmup_transitions
@@ -286,6 +304,11 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                                                   notes=notes | {"actor_ema_rate": sac.actor_ema_rate})
         report.exported = export_residual(policy, res_policy.actor.flat, residual, run_dir / "policy_residual.onnx",
                                           notes=notes)
+        if best_flat is not None:
+            picked = {"selected_at_transitions": report.best["transitions"],
+                      "selected_by": "success, return" if task.objective == "push" else "return"}
+            report.exported_best = export_residual(policy, best_flat, residual, run_dir / "policy_residual_best.onnx",
+                                                   notes=notes | picked)
     return report
 
 

@@ -26,7 +26,7 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
              calibrate: bool = False, calibration_ticks: int = CalibratedStartCfg.log_ticks,
              sim_iterations: int | None = None, sim_start: Literal["zero", "actuators"] | None = None,
              calibrate_chain: bool = False, actor_warmup: int | None = None,
-             anchor_penalty: float | None = None) -> int:
+             anchor_penalty: float | None = None, anchor_q_scaled: bool = False, learn_sent: bool = False) -> int:
     """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
     Args:
@@ -87,6 +87,11 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         anchor_penalty: × the squared distance of the residual from the one the run started from (--calibrate,
             --init-from), in the actor's loss: keeps a good start where the robot's data does not show it wrong.
             Default 0; 1.0 with --calibrate.
+        anchor_q_scaled: the anchor's weight × the batch's mean |Q| (TD3+BC's normalization: the same share of the
+            actor's loss whatever the size of the returns; --anchor-penalty 0.4 ≈ TD3+BC's α 2.5).
+        learn_sent: where the safety chain changed a tick's target (rate or torque limit), the transition records
+            the residual that produces the target it sent, not the one the actor sampled: the critics learn the
+            value of what the robot did.
     """
     if calibrate:  # the settings measured for a calibrated start, where not given (calibrated.CALIBRATED_DEFAULTS)
         given = {"fraction": fraction, "lr": lr, "actor_warmup": actor_warmup, "anchor_penalty": anchor_penalty}
@@ -99,10 +104,11 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
     if lr is None:
         lr = finetune_lr(task)
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
-        residual_cfg = ResidualCfg(fraction=fraction, history=history)
+        residual_cfg = ResidualCfg(fraction=fraction, history=history, learn_sent=learn_sent)
         sac_cfg = SACCfg(utd_ratio=utd, critic_norm=critic_norm, actor_ema_rate=actor_ema, actor_lr=lr, critic_lr=lr,
                          alpha_lr=lr, algorithm=algorithm, explore_std=explore_std, critic_dropout=critic_dropout,
-                         actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty)
+                         actor_warmup_updates=actor_warmup, anchor_penalty=anchor_penalty,
+                         anchor_q_scaled=anchor_q_scaled)
         replay_cfg = ReplayCfg(n_step=n_step, prior_path=prior, prior_fraction=prior_fraction)
         calibrated = CalibratedStartCfg(log_ticks=calibration_ticks, sim=sim_residual_cfg(
             task, seed, iterations=sim_iterations, start=sim_start),
@@ -137,4 +143,8 @@ def finetune(policy: str, robot: str = "a1", interface: Interface = "sim", trans
         print(f"base + residual policy: {report.exported}")
     if report.exported_ema:
         print(f"base + averaged residual: {report.exported_ema}")
+    if report.exported_best:
+        b = report.best
+        scored = ", ".join(f"{k} {b[k]:.3g}" for k in ("success", "return") if k in b)
+        print(f"base + best-evaluated residual ({b['transitions']:,} transitions: {scored}): {report.exported_best}")
     return 0

@@ -112,15 +112,19 @@ class SAC:
         self.anchor = copy.deepcopy(self.actor)
         self.anchor.requires_grad_(False)
 
-    def _residual_penalty(self, action, s=None):
+    def _residual_penalty(self, action, s=None, q=None):
         """The actor loss's pulls: towards 0 (``residual_penalty``, on ``action``) and towards the anchor's
-        deterministic residual (``anchor_penalty``, on this actor's deterministic residual at states ``s``)."""
+        deterministic residual (``anchor_penalty``, on this actor's deterministic residual at states ``s``; with
+        ``anchor_q_scaled``, × the mean |``q``|, the actor's Q values on the batch)."""
         torch = self.torch
         out = self.cfg.residual_penalty * action.pow(2).sum(-1).mean() if self.cfg.residual_penalty else 0.0
         if self.anchor is not None and self.cfg.anchor_penalty and s is not None:
             with torch.no_grad():
                 ref = torch.tanh(self.anchor(s)[0])
-            out = out + self.cfg.anchor_penalty * (torch.tanh(self.actor(s)[0]) - ref).pow(2).sum(-1).mean()
+            weight = self.cfg.anchor_penalty
+            if self.cfg.anchor_q_scaled and q is not None:
+                weight = weight * q.detach().abs().mean()
+            out = out + weight * (torch.tanh(self.actor(s)[0]) - ref).pow(2).sum(-1).mean()
         return out
 
     def _actor_step(self, s) -> dict[str, float]:
@@ -128,7 +132,7 @@ class SAC:
         alpha = self.log_alpha.exp().detach()
         action, logp = self.actor.sample(s)
         q_pi = self.critics(s, action).min(dim=0).values
-        actor_loss = (alpha * logp - q_pi).mean() + self._residual_penalty(action, s)
+        actor_loss = (alpha * logp - q_pi).mean() + self._residual_penalty(action, s, q_pi)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()

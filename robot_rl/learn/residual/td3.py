@@ -58,7 +58,8 @@ class TD3(SAC):
     def _actor_step(self, s) -> dict[str, float]:
         mean, _ = self.actor(s)
         action = self.torch.tanh(mean)
-        actor_loss = -self.critics(s, action).mean(dim=0).mean() + self._residual_penalty(action, s)
+        q = self.critics(s, action).mean(dim=0)
+        actor_loss = -q.mean() + self._residual_penalty(action, s, q)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()

@@ -127,6 +127,38 @@ def test_weights_sync_from_the_board_and_the_base_drives_when_the_learner_goes_s
         status.close()
 
 
+def test_holding_weights_scores_one_iterate_and_still_watches_the_learner(base):
+    """Inside ``holding_weights`` (an evaluation) newer weights wait; a silent learner still turns the residual off."""
+    board, status = WeightBoard(ResidualPolicy(base, CFG).actor.flat.size), LearnerStatus()
+    try:
+        policy = ResidualPolicy(base, CFG, board, status)
+        obs = _observations(1, base.contract.obs_dim)[0]
+        status.cells[LearnerStatus.STATE] = LearnerStatus.RUNNING
+        status.beat()
+        board.publish(np.full(policy.actor.flat.size, 0.01, np.float32))
+        with policy.holding_weights():  # not polled by a tick yet: entering syncs the latest weights first
+            assert policy.weights_version == 2
+        held = policy.actor.flat.copy()
+        with policy.holding_weights():
+            board.publish(np.full(policy.actor.flat.size, 0.02, np.float32))
+            for _ in range(3 * CFG.sync_every):
+                policy.act(obs)
+            assert policy.weights_version == 2 and policy.residual_active
+            np.testing.assert_array_equal(policy.actor.flat, held)
+            status.cells[LearnerStatus.HEARTBEAT] -= 10.0  # the learner falls silent mid-evaluation
+            for _ in range(CFG.sync_every):
+                out = policy.act(obs)
+            assert not policy.residual_active
+            np.testing.assert_array_equal(out, base.act(obs))
+        status.beat()
+        for _ in range(CFG.sync_every):
+            policy.act(obs)
+        assert policy.weights_version == 4 and policy.residual_active  # after it: the newer weights
+    finally:
+        board.close()
+        status.close()
+
+
 def test_history_frames_are_newest_first_and_a_restart_fills_them_with_the_first_frame(base):
     cfg = ResidualCfg(fraction=0.1, hidden=(16, 16), history=3)
     policy = ResidualPolicy(base, cfg)

@@ -78,6 +78,7 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert 0.9 <= first.utd_achieved <= 1.1  # … and reported as achieved (real time: what the learner kept up with)
     assert first.learner["lost"] == 0 and first.sync["syncs"] > 0
     assert first.evaluations[0]["transitions"] == 0 and first.evaluations[-1]["transitions"] == first.transitions
+    assert first.evaluations[0]["weights_version"] > 0  # the first evaluation scores the learner's start, not the base
     assert first.learner["received"] == first.transitions
     lines = [json.loads(x) for x in (tmp_path / "a" / "progress.jsonl").read_text().splitlines()]
     assert sum(x["kind"] == "episode" for x in lines) == first.episodes
@@ -88,6 +89,10 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     composed = load_policy(first.exported, read_contract(panda_base))
     assert composed.contract.provenance.notes["residual"]["transitions"] == first.transitions
     assert first.exported_ema is None  # no weight average unless asked for
+    # The best-evaluated iterate is exported too, and says which evaluation it was.
+    assert first.best == max(first.evaluations, key=lambda e: e["return"])
+    best = load_policy(first.exported_best, read_contract(panda_base))
+    assert best.contract.provenance.notes["residual"]["selected_at_transitions"] == first.best["transitions"]
 
     second = run_finetune(panda_base, "panda", "sim", transitions=100, shift=shift, run_dir=tmp_path / "b",
                           resume=str(tmp_path / "a"), eval_every=0, episode_length_s=0.5, log=False,
@@ -103,6 +108,30 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]
     assert np.isfinite(second.evaluations[-1]["return"])
+
+
+def test_when_later_evaluations_fall_the_start_is_exported_as_the_best(panda_base, tmp_path, monkeypatch):
+    """A run whose robot phase makes things worse (as SAC did after a calibrated push start) still ships its start.
+    The evaluations are the real ones, their returns lowered by a stand-in in call order (the fall)."""
+    import robot_rl.learn.residual.finetune as finetune
+
+    real_evaluate, calls = finetune.evaluate, []
+
+    def falling(loop, setups):
+        score = real_evaluate(loop, setups)
+        calls.append(score["return"])
+        return score | {"return": score["return"] - 1000.0 * len(calls)}
+
+    monkeypatch.setattr(finetune, "evaluate", falling)
+    report = run_finetune(panda_base, "panda", "sim", transitions=200, shift=RealityShift(kp_scale=0.5),
+                          run_dir=tmp_path, eval_every=100, eval_episodes=1, episode_length_s=0.4,
+                          train_episode_s=0.3, log=False, **TINY)
+    assert len(report.evaluations) >= 3 and report.best is report.evaluations[0]
+    assert report.best["transitions"] == 0
+    obs = np.random.default_rng(1).normal(size=(8, read_contract(panda_base).obs_dim)).astype(np.float32)
+    best = load_policy(report.exported_best, read_contract(panda_base))
+    last = load_policy(report.exported, read_contract(panda_base))
+    assert not np.allclose(best.act_batch(obs), last.act_batch(obs))  # the last iterate is not the one shipped
 
 
 def test_finetune_with_history_exports_a_file_the_runtime_deploys(panda_base, tmp_path):

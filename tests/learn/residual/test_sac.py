@@ -114,26 +114,33 @@ def _pulled_batch(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
             "discount": np.zeros(n, np.float32)}
 
 
-@pytest.mark.parametrize("penalty", [0.0, 50.0])
-def test_the_anchor_penalty_holds_a_started_residual_against_its_critics_pull(penalty):
-    """A run started from a residual (``set_anchor``, as ``init_from`` does) at +0.6: without the anchor the
-    critics move it to the bandit's optimum −0.8; a strong anchor keeps it near where it started. A resumed
-    checkpoint keeps its anchor."""
+def _anchored_residual(cfg: SACCfg, start: float = 0.6):
+    """A SAC run started from a residual of ``start`` (``set_anchor``, as ``init_from`` does) after 600 updates on
+    the bandit that pulls it to −0.8: (its mean residual on fresh states, the SAC, the states)."""
     import torch
 
     torch.set_num_threads(1)
-    cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
-                 actor_lr=3e-3, critic_lr=3e-3, reward_scale=1.0, init_log_std=-3.0)
     sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
     with torch.no_grad():
-        sac.actor.mean.bias.fill_(float(np.arctanh(0.6)))
+        sac.actor.mean.bias.fill_(float(np.arctanh(start)))
     sac.set_anchor()
     rng = np.random.default_rng(0)
     for _ in range(600):
         sac.update(_pulled_batch(rng, 64))
     states = torch.from_numpy(rng.uniform(-1, 1, (100, 2)).astype(np.float32))
     with torch.no_grad():
-        residual = float(torch.tanh(sac.actor(states)[0]).mean())
+        return float(torch.tanh(sac.actor(states)[0]).mean()), sac, states
+
+
+@pytest.mark.parametrize("penalty", [0.0, 50.0])
+def test_the_anchor_penalty_holds_a_started_residual_against_its_critics_pull(penalty):
+    """A run started from a residual at +0.6: without the anchor the critics move it to the bandit's optimum −0.8;
+    a strong anchor keeps it near where it started. A resumed checkpoint keeps its anchor."""
+    import torch
+
+    cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
+                 actor_lr=3e-3, critic_lr=3e-3, reward_scale=1.0, init_log_std=-3.0)
+    residual, sac, states = _anchored_residual(cfg)
     if penalty:
         assert residual > 0.3, residual
     else:
@@ -142,3 +149,17 @@ def test_the_anchor_penalty_holds_a_started_residual_against_its_critics_pull(pe
     again.load_state_dict(sac.state_dict())
     with torch.no_grad():
         np.testing.assert_allclose(again.anchor(states)[0].numpy(), sac.anchor(states)[0].numpy())
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_an_anchor_scaled_by_q_holds_whatever_the_size_of_the_returns(scaled):
+    """The same bandit with rewards × 1000 (returns in the thousands, as rewards per second over a long horizon):
+    an anchor of 50 no longer holds the start; one weighted by the batch's mean |Q| (TD3+BC) at 2 does."""
+    cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=2.0 if scaled else 50.0, anchor_q_scaled=scaled,
+                 init_alpha=1e-4, alpha_lr=0.0, actor_lr=3e-3, critic_lr=3e-3, reward_scale=1000.0,
+                 init_log_std=-3.0)
+    residual, _, _ = _anchored_residual(cfg)
+    if scaled:
+        assert residual > 0.45, residual  # within 0.15 of its start
+    else:
+        assert residual < 0.3, residual  # moved more than halfway towards the critics' optimum
