@@ -133,7 +133,10 @@ def checkpoint_info(task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
 
 class TaskRunner(OnPolicyRunner):
     """rsl_rl's OnPolicyRunner that stamps every checkpoint with the task, and reports each iteration to
-    ``on_iteration`` instead of printing rsl_rl's per-iteration block (that text goes to ``console``)."""
+    ``on_iteration`` instead of printing rsl_rl's per-iteration block (that text goes to ``console``).
+
+    rsl_rl keeps episode statistics (the rewards and metrics ``on_iteration`` reports) only while it logs: without a
+    ``log_dir`` they read NaN / empty."""
 
     def __init__(
         self,
