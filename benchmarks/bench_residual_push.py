@@ -68,7 +68,6 @@ from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.registry import make_task
 
 TASK = "panda-push"
-PPO_ENVS = 256  # phase ppo: the task's PPO size (6,144 transitions an iteration at 24 steps)
 FINAL_EVAL_SEED = 777  # phase final-eval's layouts: not the set evaluated during fine-tuning (EVAL_SEED)
 
 
@@ -89,12 +88,12 @@ def evaluate_base(onnx: Path, shift: RealityShift | None, setups: list[EpisodeSe
 
 def continued_bc_ppo(base_onnx: Path, shift: RealityShift, setups: list[EpisodeSetup], points: list[int],
                      nominal: float, real: float, *, init_std: float, critic_warmup: int, stop_at: float,
-                     learning_rate: float, schedule: str, num_envs: int = PPO_ENVS,
+                     learning_rate: float, schedule: str, num_envs: int | None = None,
                      budget_s: float, export_dir: Path, seed: int) -> list[dict]:
     """The full BC network trained on by rsl_rl PPO in the vectorized push env under ``shift`` (fixed: the "real"
     robot; behind the chain's rate and torque limits, as the task trains), scored by the harness at ``points``
     (transitions, the critic-only warm-up's included: they are robot transitions too). Each scored iterate is
-    exported (``ppo_<transitions>.onnx``) for the second look."""
+    exported (``ppo_<transitions>.onnx``) for the second look. ``num_envs``: None, the task's PPO size."""
     import torch
 
     from robot_rl.learn.bc_ppo import bc_actor_cfg
@@ -110,7 +109,7 @@ def continued_bc_ppo(base_onnx: Path, shift: RealityShift, setups: list[EpisodeS
     torch.manual_seed(seed)
     # No entropy bonus widening σ: PPO starts where the BC network is sure.
     ppo = dataclasses.replace(task.ppo, entropy_coef=0.0, save_interval=10**9, learning_rate=learning_rate,
-                              schedule=schedule, num_envs=num_envs)
+                              schedule=schedule, num_envs=num_envs or task.ppo.num_envs)
     env = shifted_vec_env(task, shift, ppo.num_envs, seed=seed + 1)
     iterations: list[dict] = []  # PPO's own view: the mean training-episode reward in its env, per iteration
     # A log directory: rsl_rl keeps the episodes' rewards (what on_iteration reports) only when it logs.
@@ -125,13 +124,8 @@ def continued_bc_ppo(base_onnx: Path, shift: RealityShift, setups: list[EpisodeS
         if point > 0 and iters <= 0:
             continue  # inside an iteration already run
         warm = min(iters, max(0, critic_warmup - done // per_iter))
-        if warm:  # the critic alone first: PPO's first updates on an untrained critic's advantages undo a start
-            actor.requires_grad_(False)
-            runner.learn(warm, init_at_random_ep_len=done == 0)
-            actor.requires_grad_(True)
-            runner.alg.learning_rate = ppo.learning_rate  # the adaptive schedule moved it while the actor was still
-            for group in runner.alg.optimizer.param_groups:
-                group["lr"] = ppo.learning_rate
+        if warm:  # the critic alone first (they count: robot transitions too)
+            runner.learn_critic_only(warm, ppo.learning_rate, init_at_random_ep_len=done == 0)
         if iters - warm > 0:
             runner.learn(iters - warm, init_at_random_ep_len=done == 0 and not warm)
         done += max(iters, 0) * per_iter
@@ -256,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                                           learning_rate=args.ppo_lr, schedule=args.ppo_schedule,
                                           stop_at=args.ppo_stop_at, budget_s=args.ppo_budget_s,
                                           export_dir=args.out_dir / name, seed=args.seed)
-        results[f"{name}_run"] = {"num_envs": PPO_ENVS, "init_std": args.ppo_init_std,
+        results[f"{name}_run"] = {"num_envs": task.ppo.num_envs, "init_std": args.ppo_init_std,
                                   "critic_warmup": args.ppo_critic_warmup, "learning_rate": args.ppo_lr,
                                   "schedule": args.ppo_schedule, "seed": args.seed}
         save()

@@ -58,7 +58,8 @@ class SimScene:
             raise ValueError(f"scene: box names must be unique, got {names}")
 
 
-def _base_frame(point_world: np.ndarray, base_pos: np.ndarray, base_rot: np.ndarray) -> np.ndarray:
+def base_frame(point_world: np.ndarray, base_pos: np.ndarray, base_rot: np.ndarray) -> np.ndarray:
+    """World point(s) (…, 3) in the robot's base frame (``base_rot``: the base's rotation matrix, world ← base)."""
     return (np.asarray(point_world) - base_pos) @ base_rot
 
 
@@ -130,7 +131,7 @@ class _MujocoBackend(_SimBackend):
         state = self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
         if self._tracked is not None:
             b = self.robot.base_body_id
-            state.object_pos = _base_frame(self.data.xpos[self._tracked], self.data.xpos[b],
+            state.object_pos = base_frame(self.data.xpos[self._tracked], self.data.xpos[b],
                                            self.data.xmat[b].reshape(3, 3))
         return state
 
@@ -190,7 +191,7 @@ class _PybulletBackend(_SimBackend):
             pos, _ = self._pb.getBasePositionAndOrientation(self._tracked, physicsClientId=self.client)
             base_pos, base_orn = self.robot.base_pose()
             base_rot = np.array(self._pb.getMatrixFromQuaternion(base_orn)).reshape(3, 3)
-            state.object_pos = _base_frame(pos, base_pos, base_rot)
+            state.object_pos = base_frame(pos, base_pos, base_rot)
         return state
 
     def add_base_velocity(self, delta_world: np.ndarray) -> None:

@@ -200,6 +200,20 @@ class TaskRunner(OnPolicyRunner):
         with self._quiet():
             super().learn(num_learning_iterations, init_at_random_ep_len)
 
+    def learn_critic_only(self, iterations: int, learning_rate: float, init_at_random_ep_len: bool = False) -> None:
+        """PPO iterations that train the critic alone (the actor frozen): a started actor's first updates on an
+        untrained critic's advantages undo its start. The adaptive schedule moves the learning rate while the
+        actor holds still (its KL is 0): it is set back to ``learning_rate`` after."""
+        actor = self.alg.actor
+        actor.requires_grad_(False)
+        try:
+            self.learn(iterations, init_at_random_ep_len)
+        finally:
+            actor.requires_grad_(True)
+        self.alg.learning_rate = learning_rate
+        for group in self.alg.optimizer.param_groups:
+            group["lr"] = learning_rate
+
     def load(self, path: str, *args: Any, **kwargs: Any) -> dict:
         infos = super().load(path, *args, **kwargs)
         # rsl_rl's logger counts steps from zero in every process: carry the resumed run's count, so a

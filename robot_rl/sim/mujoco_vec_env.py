@@ -333,7 +333,7 @@ class MujocoVecEnv:
         else:
             self.sent_action[:] = action
         q_sent = self.task.action.decode(self.sent_action, self.default_q)
-        if self.task.torque_limit_targets:  # as the chain does on the host: from the measured state, commanded gains
+        if self.task.torque_limit_targets:  # as the chain does on the host: the measured state, the chain's gains
             q, dq = self.state[:, self._qpos_idx], self.state[:, self._qvel_idx]
             q_sent, moved = torque_limited_targets(q_sent, q, self._chain_kp, -self._chain_kd * dq,
                                                    self.chain_limits.torque_max)

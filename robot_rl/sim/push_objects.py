@@ -11,7 +11,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from robot_rl.hardware.sim_robot import SimScene
+from robot_rl.hardware.sim_robot import SimScene, base_frame
 from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.task import TaskCfg
 
@@ -43,13 +43,13 @@ class PushObject:
 
     def position(self, state: np.ndarray, base_pos: np.ndarray, base_rot: np.ndarray) -> np.ndarray:
         """(N, 3) the object's position in the robot's base frame."""
-        return (state[:, self.qpos[:3]] - base_pos) @ base_rot
+        return base_frame(state[:, self.qpos[:3]], base_pos, base_rot)
 
     def episode_metrics(self, object_pos: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
-        out = {"Episode/final_distance_m": np.linalg.norm(object_pos[:, :2] - goals, axis=1)}
-        out["Episode/success"] = np.array([self.task_module.push_success(p, g) for p, g in
-                                           zip(object_pos, goals, strict=True)], dtype=float)
-        return out
+        """The task's own distance and success test, per finished episode (object positions in the base frame)."""
+        pairs = list(zip(object_pos, goals, strict=True))
+        return {"Episode/final_distance_m": np.array([self.task_module.goal_distance(p, g) for p, g in pairs]),
+                "Episode/success": np.array([self.task_module.push_success(p, g) for p, g in pairs], dtype=float)}
 
 
 def _tracked(scene: SimScene):

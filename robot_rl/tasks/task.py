@@ -86,9 +86,9 @@ class TaskCfg:
     # Without it a policy that jumps pays for one step in training but is clipped for many ticks deployed.
     rate_limit_targets: bool = False
     # Train behind the chain's torque limit too: each target pulled in so the PD torque the chain estimates
-    # from the *commanded* gains stays within the effort limits. On a robot weaker than its datasheet (a
-    # shifted kp) the chain over-estimates the torque and clips targets the motor could have followed; a
-    # residual that learns to lead the targets further must learn it behind that clip, as deployed.
+    # (commanded gains × the spec's measured actuator scales) stays within the effort limits. On a robot weaker
+    # than the chain believes (a shifted kp) it over-estimates the torque and clips targets the motor could have
+    # followed; a residual that learns to lead the targets further must learn it behind that clip, as deployed.
     torque_limit_targets: bool = False
     # Residual fine-tuning (``robot-rl finetune``): the learning rate measured best for this task's residual;
     # None: the learner's default (SACCfg). A task fact like its PPO settings, not a robot fact.

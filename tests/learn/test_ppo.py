@@ -75,6 +75,22 @@ def test_runner_normalizes_observations_and_stamps_checkpoints(vec, tmp_path):
         check_checkpoint(path, task, changed)
 
 
+def test_critic_only_iterations_leave_the_actor_and_reset_the_learning_rate(vec):
+    task = make_task("a1-flat")
+    ppo = dataclasses.replace(task.ppo, actor_hidden_dims=(16,), critic_hidden_dims=(16,), num_steps_per_env=4)
+    runner = TaskRunner(vec, task, log_dir=None, ppo=ppo)
+    actor = {k: v.clone() for k, v in runner.alg.actor.mlp.state_dict().items()}
+    critic = {k: v.clone() for k, v in runner.alg.critic.mlp.state_dict().items()}
+    runner.alg.learning_rate = 0.05  # as if the adaptive schedule had moved it
+    runner.learn_critic_only(2, learning_rate=ppo.learning_rate)
+    assert all(torch.equal(v, actor[k]) for k, v in runner.alg.actor.mlp.state_dict().items())
+    assert not all(torch.equal(v, critic[k]) for k, v in runner.alg.critic.mlp.state_dict().items())
+    assert runner.alg.learning_rate == ppo.learning_rate
+    assert all(g["lr"] == ppo.learning_rate for g in runner.alg.optimizer.param_groups)
+    runner.learn(1)  # the actor learns again after
+    assert not all(torch.equal(v, actor[k]) for k, v in runner.alg.actor.mlp.state_dict().items())
+
+
 def test_files_that_are_not_our_checkpoints_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         read_checkpoint_info(tmp_path / "missing.pt")

@@ -300,12 +300,7 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
             steps = cfg.start_steps or env.max_episode_length
             start_fit = fit_actuator_start(actor, rsl_env, task, shift, alpha, steps)
         if cfg.critic_warmup:
-            actor.requires_grad_(False)
-            runner.learn(cfg.critic_warmup, init_at_random_ep_len=True)
-            actor.requires_grad_(True)
-            runner.alg.learning_rate = cfg.learning_rate  # the adaptive schedule raised it while the actor was still
-            for group in runner.alg.optimizer.param_groups:
-                group["lr"] = cfg.learning_rate
+            runner.learn_critic_only(cfg.critic_warmup, cfg.learning_rate, init_at_random_ep_len=True)
         if cfg.iterations:
             runner.learn(cfg.iterations, init_at_random_ep_len=not cfg.critic_warmup)
     finally:
