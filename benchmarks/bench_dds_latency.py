@@ -60,7 +60,7 @@ class Args:
 
 
 def _controller(variant: Variant, domain_id: int, stop: mp.Event) -> None:
-    from robot_rl.hardware.interface import JointCommand
+    from robot_rl.core.types import JointCommand
     from robot_rl.robots.spec import load_robot
 
     spec = load_robot(ROBOT)
@@ -174,7 +174,7 @@ class Robot:
 
 
 def run_block(variant: Variant, domain_id: int, args: Args) -> dict:
-    from robot_rl.control.loop_timing import RateLoop
+    from robot_rl.core.loop_timing import RateLoop
 
     ctx = mp.get_context("spawn")
     stop = ctx.Event()

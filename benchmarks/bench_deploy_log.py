@@ -27,9 +27,9 @@ import numpy as np
 import tyro
 from mcap.writer import Writer
 
-from robot_rl.control.loop_timing import RateLoop
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.data.mcap_log import SCHEMAS, DeployLogWriter
-from robot_rl.hardware.interface import JointCommand, RobotState
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
-from robot_rl.control.loop_timing import RateLoop
+from robot_rl.core.loop_timing import RateLoop
 
 Variant = Literal["rate_loop", "rate_loop_fifo", "deadline_sleep", "naive_sleep"]
 

@@ -40,8 +40,8 @@ import torch
 import tyro
 
 from robot_rl.control.controller import PolicyController
-from robot_rl.control.loop_timing import realtime_context
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.loop_timing import realtime_context
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.policy.contract import contract_for_task
 from robot_rl.policy.export import export_onnx
 from robot_rl.policy.onnx_policy import load_policy

@@ -229,8 +229,8 @@ def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict
     import os
     import signal
 
-    from robot_rl.control.loop_timing import RateLoop
     from robot_rl.control.state_machine import ControllerMode
+    from robot_rl.core.loop_timing import RateLoop
     from robot_rl.learn.residual.config import LearnerCfg
     from robot_rl.learn.residual.learner import LearnerProcess
 

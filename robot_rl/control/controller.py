@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.policy.contract import PolicyContract, check_contract, layout_for_policy
 from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec

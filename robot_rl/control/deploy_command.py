@@ -32,7 +32,7 @@ import numpy as np
 
 from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
-from robot_rl.hardware.interface import RobotInterface
+from robot_rl.core.types import RobotInterface
 from robot_rl.robots.spec import RobotSpec
 
 InterfaceName = Literal["sim", "unitree-dds"]

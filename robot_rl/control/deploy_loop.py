@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robot_rl.control.loop_timing import RateLoop
 from robot_rl.control.runtime import DeployRuntime, StepResult
-from robot_rl.hardware.interface import JointCommand, RobotInterface, RobotState
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand, RobotInterface, RobotState
 
 if TYPE_CHECKING:
     from robot_rl.data.mcap_log import DeployLogWriter

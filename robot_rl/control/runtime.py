@@ -37,7 +37,7 @@ from robot_rl.control.state_machine import (
     command_for,
     ramp_done,
 )
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.chain import SafetyChain
 from robot_rl.safety.filters import ActionClip, SafetyEvent

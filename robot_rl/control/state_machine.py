@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.robots.spec import RobotSpec
 
 

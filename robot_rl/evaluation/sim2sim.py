@@ -58,10 +58,10 @@ from rich.table import Table
 
 from robot_rl.control.deploy_loop import run_loop
 from robot_rl.control.runtime import DeployRuntime, StepResult
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.scenarios import Scenario, scenario_for
 from robot_rl.evaluation.scoring import SimRun, SimScore, score_run, verdict
-from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.policy.contract import PolicyContract
 from robot_rl.robots.spec import RobotSpec, load_robot

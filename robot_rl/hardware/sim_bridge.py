@@ -41,11 +41,11 @@ from dataclasses import dataclass
 
 import mujoco
 
-from robot_rl.control.loop_timing import RateLoop
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.hardware.faults import FaultConfig
-from robot_rl.hardware.interface import JointCommand
 from robot_rl.hardware.unitree_dds import MotorSlotMap, delete_entities, serialize_for, write_serialized
 from robot_rl.robots.mujoco_model import build_mujoco_model
 from robot_rl.robots.spec import RobotSpec, load_robot

@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 
 SimulatorName = Literal["mujoco", "pybullet"]
@@ -284,7 +284,7 @@ class SimRobot:
         return self._backend
 
     def _physics_thread(self) -> None:
-        from robot_rl.control.loop_timing import RateLoop
+        from robot_rl.core.loop_timing import RateLoop
 
         loop = RateLoop(self.spec.timing.physics_period_s, spin_s=0.0)  # no spinning: leave the CPU to the loop
         backend = self._require()

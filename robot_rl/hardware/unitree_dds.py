@@ -48,12 +48,12 @@ from types import ModuleType
 
 import numpy as np
 
-from robot_rl.control.loop_timing import RateLoop
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
-from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec
 from robot_rl.typed_yaml import ConfigError
 

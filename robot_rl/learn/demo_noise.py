@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.task import TaskCfg
 

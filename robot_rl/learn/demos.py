@@ -44,7 +44,7 @@ import numpy as np
 
 from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
 from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop, expert_label
 from robot_rl.robots.spec import RobotSpec, load_robot

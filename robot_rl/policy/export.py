@@ -212,17 +212,24 @@ def _verify(module, path: Path, contract: PolicyContract, seed: int) -> float:
         ref = module(torch.from_numpy(obs)).numpy()
         ref64 = copy.deepcopy(module).double()(torch.from_numpy(obs).double()).numpy()
     float32_err = float(np.max(np.abs(ref - ref64) / (1.0 + np.abs(ref64))))
-    tolerance = max(VERIFY_ATOL, VERIFY_FLOAT32_FACTOR * float32_err)
     batched = policy.act_batch(obs)
     single = np.stack([policy.act(obs[i : i + 1]).copy() for i in range(8)])  # the runtime's (1, obs_dim) path
     err = max(
         float(np.max(np.abs(batched - ref) / (1.0 + np.abs(ref)))),
         float(np.max(np.abs(single - ref[:8]) / (1.0 + np.abs(ref[:8])))),
     )
+    check_verification_error(err, float32_err)
+    return err
+
+
+def check_verification_error(err: float, float32_err: float) -> None:
+    """Refuse an export whose onnxruntime/torch difference ``err`` is above the bar: ``VERIFY_ATOL``, or a
+    multiple of the network's own float32 error (torch float32 vs float64 on the same inputs) where that is
+    larger — an ill-conditioned network rounds differently under any summation order, which is no export bug."""
+    tolerance = max(VERIFY_ATOL, VERIFY_FLOAT32_FACTOR * float32_err)
     if not err <= tolerance:
         raise ExportError(f"onnxruntime output differs from torch by {err:.3g} (tolerance {tolerance:.3g}; the "
                           f"network's own float32 error there {float32_err:.3g})")
-    return err
 
 
 def export_onnx(actor, obs_normalizer, contract: PolicyContract, path: str | Path, seed: int = 0) -> PolicyContract:

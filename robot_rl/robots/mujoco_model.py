@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.assets import ModelBuildError, resolve_model_path
 from robot_rl.robots.spec import RobotSpec
 

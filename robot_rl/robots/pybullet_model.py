@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.assets import ModelBuildError, ModelSourceError, pybullet_data_dir, resolve_model_path
 from robot_rl.robots.spec import RobotSpec
 

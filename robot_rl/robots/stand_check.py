@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.robots.spec import RobotSpec, load_robot
 
 BASE_HEIGHT_TOLERANCE_M = 0.03  # floating base: settled height within this of sim_model.base_height

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 
 
 class MessageError(ValueError):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.safety.filters import (
     FILTER_ORDER,

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 
 # Filter names, in the order the chain applies them. Events and counters are keyed by these.

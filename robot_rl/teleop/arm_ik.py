@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.teleop.command import TeleopCommand
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
 
 GL_HELP = ("set MUJOCO_GL=egl (a GPU, or Mesa's software EGL) or MUJOCO_GL=osmesa (software) before starting, "

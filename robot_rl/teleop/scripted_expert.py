@@ -35,7 +35,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.teleop.arm_ik import ArmIKConfig, ArmKinematics
 from robot_rl.teleop.command import RecorderButtons, TeleopCommand

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.teleop.command import TeleopCommand
 from robot_rl.teleop.devices import Device, DeviceError, open_device
@@ -248,8 +248,8 @@ class TeleopSession:
     def run(self, duration_s: float | None, realtime: bool = True) -> int:
         """Tick until quit or ``duration_s``. ``realtime=False``: no waiting, sim time as the clock (for a
         scripted device, and tests)."""
-        from robot_rl.control.loop_timing import RateLoop
         from robot_rl.control.state_machine import ControllerMode
+        from robot_rl.core.loop_timing import RateLoop
 
         period = self.spec.timing.policy_period_s
         loop = RateLoop(period, spin_s=0.0)

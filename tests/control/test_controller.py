@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from robot_rl.control.controller import PolicyController
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.policy.contract import ContractMismatch, PolicyContract
 from robot_rl.policy.export import export_onnx
 from robot_rl.policy.onnx_policy import load_policy

@@ -7,7 +7,7 @@ import pytest
 
 from robot_rl.control.deploy_loop import Push, run_loop
 from robot_rl.control.runtime import DeployRuntime
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.robots.spec import load_robot
 

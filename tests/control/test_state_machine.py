@@ -24,7 +24,7 @@ from robot_rl.control.state_machine import (
     state_command,
     transition,
 )
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.robots.spec import RobotSpec, load_robot
 
 ROBOTS = ["a1", "panda"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.data.mcap_log import (
     EVENTS,
     PROPOSED,
@@ -22,7 +23,6 @@ from robot_rl.data.mcap_log import (
     read_log,
     summarize_log,
 )
-from robot_rl.hardware.interface import JointCommand, RobotState
 from robot_rl.safety.filters import SafetyEvent
 
 N = 3000

@@ -10,11 +10,11 @@ from cyclonedds.qos import Policy, Qos
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
+from robot_rl.core.types import JointCommand
 from robot_rl.dds import TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.hardware.faults import FaultConfigError
-from robot_rl.hardware.interface import JointCommand
 from robot_rl.hardware.sim_bridge import SimBridge, run_bridge
 from robot_rl.hardware.unitree_dds import MotorSlotMap, RobotConnectionError, UnitreeDdsRobot
 from robot_rl.robots.spec import load_robot

@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from robot_rl.control.loop_timing import RateLoop
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand, RobotInterface
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok
-from robot_rl.hardware.interface import JointCommand, RobotInterface
 from robot_rl.hardware.unitree_dds import MotorSlotMap, RobotConnectionError, UnitreeDdsRobot
 from robot_rl.robots.spec import load_robot
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from robot_rl.core.types import RobotState
 from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.hardware.interface import RobotState
 from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop, SmoothNoise
 from robot_rl.learn.demos import EXECUTED_ACTION, collect_demos
 from robot_rl.robots.spec import load_robot

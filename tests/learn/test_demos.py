@@ -43,7 +43,7 @@ def test_collect_writes_a_valid_lerobot_dataset_of_successful_episodes(two_demos
 
 def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
     """The dataset's observation.state must equal the deploy-time policy input for the same state."""
-    from robot_rl.hardware.interface import RobotState
+    from robot_rl.core.types import RobotState
 
     class Probe:
         contract = None

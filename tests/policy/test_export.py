@@ -1,7 +1,6 @@
 """ONNX export: raw-observation parity with torch on recorded robot states, normalizer baked in,
 contract in the metadata, reproducible bytes, and refusals that leave no file behind."""
 
-import copy
 
 import numpy as np
 import onnx
@@ -10,7 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from robot_rl.control.controller import PolicyController
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.policy.contract import METADATA_KEY, PolicyContract
 from robot_rl.policy.export import ExportError, collect_provenance, export_onnx, export_rsl_rl_policy
 from robot_rl.policy.onnx_policy import load_policy
@@ -251,20 +250,26 @@ def _ill_conditioned_actor() -> torch.nn.Module:
     return torch.nn.Sequential(_Scale(scale), first, torch.nn.ELU(), pairs, out)
 
 
-def test_an_ill_conditioned_network_is_judged_by_its_own_float32_error(tmp_path, monkeypatch):
-    """Such a network's ONNX and torch outputs differ by more than the fixed bar, as much as torch float32 differs
-    from float64: the network's rounding, not an export bug; the check allows a multiple of it."""
+def test_an_ill_conditioned_network_exports(tmp_path):
+    """Such a network's ONNX and torch outputs may differ by more than the fixed bar on some CPUs (float32
+    rounding of the network itself); the check allows a multiple of that own error, so the export goes through."""
+    export_onnx(_ill_conditioned_actor(), None, CONTRACT, tmp_path / "ill.onnx")
+
+
+def test_the_bar_is_the_fixed_tolerance_or_a_multiple_of_the_networks_own_float32_error(monkeypatch):
+    """The decision alone, on errors given directly (what a CPU's rounding produces is not the test's business)."""
     import robot_rl.policy.export as export
 
-    actor = _ill_conditioned_actor()
-    x = torch.from_numpy(np.random.default_rng(0).normal(0.0, 5.0, (64, OBS_DIM)).astype(np.float32))
-    with torch.no_grad():
-        own = (actor(x).double() - copy.deepcopy(actor).double()(x.double())).abs() / (1 + actor(x).abs())
-    assert float(own.max()) > export.VERIFY_ATOL  # the premise: float32 alone misses the fixed bar
-    export_onnx(actor, None, CONTRACT, tmp_path / "ill.onnx")
-    monkeypatch.setattr(export, "VERIFY_FLOAT32_FACTOR", 0.0)  # the fixed bar alone refuses it
+    atol, factor = export.VERIFY_ATOL, export.VERIFY_FLOAT32_FACTOR
+    export.check_verification_error(atol, 0.0)  # at the fixed bar
     with pytest.raises(ExportError, match="differs from torch"):
-        export_onnx(actor, None, CONTRACT, tmp_path / "ill2.onnx")
+        export.check_verification_error(atol * 1.5, 0.0)  # above it, a well-conditioned network
+    export.check_verification_error(atol * 1.5, atol * 1.5 / factor)  # the network's own rounding explains it
+    with pytest.raises(ExportError, match="own float32 error"):
+        export.check_verification_error(atol * 100, atol * 1.5 / factor)  # far beyond it: an export bug
+    monkeypatch.setattr(export, "VERIFY_FLOAT32_FACTOR", 0.0)  # without the allowance the fixed bar decides
+    with pytest.raises(ExportError, match="differs from torch"):
+        export.check_verification_error(atol * 1.5, atol)
 
 
 class _Scale(torch.nn.Module):

@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.robots.assets import MENAGERIE_ENV_VAR, ModelSourceError, model_source_missing, resolve_model_path
 from robot_rl.robots.mujoco_model import KEYFRAME, MujocoRobot, build_mujoco_model
 from robot_rl.robots.spec import RobotSpec, available_robots, load_robot

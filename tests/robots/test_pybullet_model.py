@@ -10,7 +10,7 @@ import numpy as np
 import pybullet as pb
 import pytest
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.robots.assets import ModelSourceError, model_source_missing, resolve_model_path
 from robot_rl.robots.pybullet_model import build_pybullet_robot
 from robot_rl.robots.spec import RobotSpec, available_robots, load_robot

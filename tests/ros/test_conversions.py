@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import REPO_ROOT, load_robot
 from robot_rl.ros import conversions as conv
 from robot_rl.ros.conversions import MessageError

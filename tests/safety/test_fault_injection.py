@@ -31,7 +31,7 @@ from robot_rl.control.state_machine import (
     ramp_done,
     ramp_duration,
 )
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety import ActionClip, SafetyChain, SafetyOutput, missed_deadlines
 from robot_rl.safety.filters import FINITE, OVERRUN, RATE, STALE, TILT, estimated_torque

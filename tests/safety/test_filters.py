@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.filters import (
     ACTION_CLIP,

@@ -110,7 +110,7 @@ def test_the_cube_moves_as_on_the_simulated_robot_under_the_same_commands():
 
 
 def _command(env, q_target):
-    from robot_rl.hardware.interface import JointCommand
+    from robot_rl.core.types import JointCommand
 
     n = env.num_joints
     return JointCommand(q_target=q_target, dq_target=np.zeros(n), kp=env.spec.kp.copy(), kd=env.spec.kd.copy(),

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.hardware.sim_robot import SceneBox, SimRobot, SimScene
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks import panda_push

@@ -66,7 +66,7 @@ def test_ik_config_rejects_nonpositive_speeds():
 
 
 def _state_at(q):
-    from robot_rl.hardware.interface import RobotState
+    from robot_rl.core.types import RobotState
 
     n = len(q)
     return RobotState(timestamp=0.0, tick=0, q=np.array(q, dtype=float), dq=np.zeros(n), tau=np.zeros(n))

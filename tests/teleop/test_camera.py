@@ -63,7 +63,7 @@ RENDER_AND_RECORD = """
         print(json.dumps({"skip": probe.reason})); sys.exit(0)
     from robot_rl.data.lerobot_dataset import LeRobotDataset
     from robot_rl.data.lerobot_validate import validate_dataset
-    from robot_rl.hardware.interface import RobotState
+    from robot_rl.core.types import RobotState
     from robot_rl.robots.spec import load_robot
     from robot_rl.teleop.command import RecorderButtons, TeleopCommand
     from robot_rl.teleop.session import TeleopSession

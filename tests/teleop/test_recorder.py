@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from robot_rl.core.types import RobotState
 from robot_rl.data.lerobot_dataset import Feature, LeRobotDataset, LeRobotDatasetWriter
 from robot_rl.data.lerobot_validate import validate_dataset
 from robot_rl.data.mcap_log import EVENTS, STATE, read_log, summarize_log
-from robot_rl.hardware.interface import RobotState
 from robot_rl.teleop.command import RecorderButtons, TeleopCommand
 from robot_rl.teleop.recorder import (
     COMMAND_NAMES,

@@ -34,7 +34,7 @@ class _Frozen:
 
 
 def _state(q, cube):
-    from robot_rl.hardware.interface import RobotState
+    from robot_rl.core.types import RobotState
 
     n = len(q)
     return RobotState(0.0, 0, np.asarray(q, float), np.zeros(n), np.zeros(n), object_pos=np.asarray(cube, float))

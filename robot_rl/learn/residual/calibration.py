@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.learn.residual.shifted_sim import RealityShift, apply_shift_to_model
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse

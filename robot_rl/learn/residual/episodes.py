@@ -33,10 +33,10 @@ from typing import Protocol
 
 import numpy as np
 
-from robot_rl.control.loop_timing import RateLoop
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
-from robot_rl.hardware.interface import JointCommand, RobotInterface, RobotState
+from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.types import JointCommand, RobotInterface, RobotState
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource

@@ -134,8 +134,8 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     """Fine-tune; returns what happened (the command prints it). See the module docstring."""
     residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
     from robot_rl.control.controller import PolicyController
-    from robot_rl.control.loop_timing import realtime_context
     from robot_rl.control.runtime import DeployRuntime
+    from robot_rl.core.loop_timing import realtime_context
     from robot_rl.learn.residual.actor import ResidualPolicy
     from robot_rl.learn.residual.learner import ERROR_LOG, LearnerProcess
     from robot_rl.learn.residual.rewards import StateReward

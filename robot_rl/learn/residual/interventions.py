@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.observations import projected_gravity
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.hardware.sim_robot import SimRobot, SimScene, scene_ids
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim import randomization as dr

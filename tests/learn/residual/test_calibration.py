@@ -159,7 +159,7 @@ def test_a_legged_robot_without_a_state_estimator_gets_its_motors_fitted_and_the
     """The Unitree low-level state has no base position or velocity: the log holds NaN there, the motors are
     still fitted from the torques, payload and friction stay nominal and the result says so. Without torques
     either, nothing can be fitted: a clear error."""
-    from robot_rl.hardware.interface import JointCommand, RobotState
+    from robot_rl.core.types import JointCommand, RobotState
 
     spec = load_robot("a1")
     recorder = CalibrationRecorder(spec)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from robot_rl.control.controller import PolicyController
-from robot_rl.control.loop_timing import RateLoop
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
+from robot_rl.core.loop_timing import RateLoop
 from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg

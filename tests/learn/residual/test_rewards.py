@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import RobotState
+from robot_rl.core.types import RobotState
 from robot_rl.learn.residual.rewards import StateReward
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv

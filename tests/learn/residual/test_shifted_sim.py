@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.types import JointCommand
 from robot_rl.learn.residual.shifted_sim import (
     RealityShift,
     ShiftedSimRobot,

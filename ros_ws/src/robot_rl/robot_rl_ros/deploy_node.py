@@ -34,8 +34,8 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from robot_rl.control.loop_timing import RateLoop, realtime_context
-from robot_rl.hardware.interface import JointCommand
+from robot_rl.core.loop_timing import RateLoop, realtime_context
+from robot_rl.core.types import JointCommand
 from robot_rl.ros import conversions as conv
 from robot_rl.ros.gen_config import DEPLOY_NODE_NAME, NODE_DEFAULTS, OUTPUTS, spec_parameters
 from robot_rl_ros import messages

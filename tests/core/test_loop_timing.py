@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from robot_rl.control.loop_timing import LoopStats, RateLoop, gc_paused, realtime_context
+from robot_rl.core.loop_timing import LoopStats, RateLoop, gc_paused, realtime_context
 
 PERIOD = 0.02
 SPIN = 0.00025
