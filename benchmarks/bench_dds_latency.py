@@ -22,7 +22,7 @@ spend. The matched command is deserialized and its CRC checked after the clock s
 flight at a time, every ``period_ms``.
 
     .venv/bin/python benchmarks/bench_dds_latency.py --block-s 6 --rounds 3 \
-        --markdown-out benchmarks/RESULTS_dds_latency.md
+        --markdown-out benchmarks/results/RESULTS_dds_latency.md
 """
 
 from __future__ import annotations

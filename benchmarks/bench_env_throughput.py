@@ -13,7 +13,7 @@ Physics steps/s = policy steps/s × decimation. Medians over repeats; single-cor
 within one run are meaningful.
 
     .venv/bin/python benchmarks/bench_env_throughput.py [--envs 64 128 256] [--repeats 5] [--steps 100]
-        [--markdown-out benchmarks/RESULTS_env_throughput.md]
+        [--markdown-out benchmarks/results/RESULTS_env_throughput.md]
 """
 
 from __future__ import annotations

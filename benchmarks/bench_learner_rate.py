@@ -13,7 +13,7 @@ ratio asked for (``--utd``) is only what the learner's machine manages between t
    how episodes ended. The learner catches up during resets (ramp, stand, settle), which count no transitions.
 
     .venv/bin/python benchmarks/bench_learner_rate.py --threads 1 2 --transitions 2000 \
-        --markdown-out benchmarks/RESULTS_learner_rate.md
+        --markdown-out benchmarks/results/RESULTS_learner_rate.md
 """
 
 from __future__ import annotations

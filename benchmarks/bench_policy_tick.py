@@ -22,7 +22,8 @@ Back-to-back calls of one thing keep its code and data hot in the caches; in ``c
 follows the observation build and runs slower than in ``ort_run`` (measured ≈ 23 vs 14 µs here). That
 is the honest figure, and a real 50 Hz loop, idle between ticks, will be colder still.
 
-    .venv/bin/python benchmarks/bench_policy_tick.py --ticks 20000 --markdown-out benchmarks/RESULTS_policy_tick.md
+    .venv/bin/python benchmarks/bench_policy_tick.py --ticks 20000 \\
+        --markdown-out benchmarks/results/RESULTS_policy_tick.md
 """
 
 from __future__ import annotations

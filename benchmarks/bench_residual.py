@@ -26,7 +26,7 @@ policy's correction of the base clipped to the residual's bound: what that bound
 
     .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
         [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
-        [--markdown-out benchmarks/RESULTS_residual.md --png benchmarks/RESULTS_residual.png]
+        [--markdown-out benchmarks/results/RESULTS_residual.md --png benchmarks/results/RESULTS_residual.png]
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ Methods, on the x axis by transitions collected on the "real" robot:
 Continued BC is not a row: it would need new demos on the "real" robot.
 
     .venv/bin/python benchmarks/bench_residual_push.py --out-dir runs/res_push [--phase all|base|residual|ppo|report]
-        [--base-onnx runs/res_push/bc/policy.onnx] --markdown-out benchmarks/RESULTS_residual.md
-        --png benchmarks/RESULTS_residual_push.png
+        [--base-onnx runs/res_push/bc/policy.onnx] --markdown-out benchmarks/results/RESULTS_residual.md
+        --png benchmarks/results/RESULTS_residual_push.png
 """
 
 from __future__ import annotations

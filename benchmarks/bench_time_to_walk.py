@@ -5,7 +5,7 @@ nominal robot (no randomization), the mean per-step forward-velocity tracking er
 no episode falls. The wall-clock time of a checkpoint is its file's modification time minus the run
 directory's creation (the trainer writes the run directory first), so the curve is training wall time.
 
-    python benchmarks/bench_time_to_walk.py runs/a1-flat/<run> --markdown-out benchmarks/RESULTS_training.md
+    python benchmarks/bench_time_to_walk.py runs/a1-flat/<run> --markdown-out benchmarks/results/RESULTS_training.md
 """
 
 from __future__ import annotations

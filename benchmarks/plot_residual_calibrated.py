@@ -5,10 +5,10 @@ The calibrated runs' points are read from a results store (``bench_residual.py -
 exported files; a run is named "… seed N: sim residual, 3,000 robot transitions" or "… seed N: + SAC …, T
 transitions"). The other methods' points were measured on the same 32 commands with the same harness in sessions
 4–6 (their stores are gone; the base's scores there and here agree to the last digit): they are the figures of
-``RESULTS_residual.md``, written out below.
+``benchmarks/results/RESULTS_residual.md``, written out below.
 
     .venv/bin/python benchmarks/plot_residual_calibrated.py runs/cal_a1/results.json \\
-        --match "calibrated start α 0.2" --png benchmarks/RESULTS_residual_calibrated.png
+        --match "calibrated start α 0.2" --png benchmarks/results/RESULTS_residual_calibrated.png
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-# RESULTS_residual.md, second look (32 commands, seed 777): (transitions, recovered).
+# benchmarks/results/RESULTS_residual.md, second look (32 commands, seed 777): (transitions, recovered).
 SAC_FROM_SCRATCH_20K = [(20_436, 0.41), (20_108, 0.50), (20_979, 0.45), (20_356, 0.57)]  # lr 1e-3, seeds 0–3
 CONTINUED_PPO = [(24_576, 0.14), (79_872, 0.42), (159_744, 0.59), (319_488, 0.81), (638_976, 0.88)]
 

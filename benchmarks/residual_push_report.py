@@ -180,7 +180,7 @@ def section(results: dict, png: Path) -> str:
               "push env (`--phase ppo`; continued BC would need new demos on the \"real\" robot). Residual PPO in the "
               "vectorized push env under the true shift (the calibrated start's PPO phase, given the exact "
               "calibration) did not raise the return in 300 iterations from zero and drifted away from the "
-              "actuators start (benchmarks/RESULTS_residual_calibrated.md).",
+              "actuators start (benchmarks/results/RESULTS_residual_calibrated.md).",
               "", f"![success vs transitions]({png.name})", "",
               f"Machine: {results.get('machine', '?')}, 2 cores shared with other jobs.", SECTION_END]
     return "\n".join(lines) + "\n"

@@ -45,7 +45,7 @@ def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_pa
 def test_the_default_learning_rate_is_the_policys_task_measured_one(panda_base):
     assert policy_task(panda_base).name == "panda-reach"
     assert finetune_lr(policy_task(panda_base)) == SACCfg.actor_lr  # no measured rate: SAC's default
-    assert finetune_lr(make_task("a1-flat")) == 1e-3  # measured on the A1 benchmark (RESULTS_residual.md)
+    assert finetune_lr(make_task("a1-flat")) == 1e-3  # the A1 benchmark's rate (benchmarks/results/RESULTS_residual.md)
 
 
 def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
