@@ -6,7 +6,7 @@ Pipeline, all in one run:
    MuJoCo) until ``--demos`` successful episodes are in a LeRobot v3 dataset; its success rate over the
    attempts is reported. Layouts are stratified (a Latin hypercube over the task's ranges;
    ``--demo-layouts random`` for independent draws, as before); DART noise on the executed action is off
-   unless ``--demo-twist-noise`` / ``--demo-joint-noise`` are given (measured: it does not help).
+   unless ``--demo-twist-noise`` / ``--demo-joint-noise`` are given (it does not help: see the results file).
 2. ``train_bc``: MLP on ``observation.state → action``, exported to ONNX with the task's policy contract.
 3. Evaluation on ``--eval-episodes`` fresh layouts (seed 10 000 + seed, never used for demos): the ONNX
    policy loaded with ``load_policy`` (contract checked) runs in ``DeployRuntime`` exactly as the expert

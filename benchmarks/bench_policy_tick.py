@@ -19,7 +19,7 @@ hit every variant alike; garbage collection frozen and disabled while timing:
 - ``tick``           ``controller`` + ``SafetyChain.step`` (the whole per-tick compute of the runtime)
 
 Back-to-back calls of one thing keep its code and data hot in the caches; in ``controller`` inference
-follows the observation build and runs slower than in ``ort_run`` (measured ≈ 23 vs 14 µs here). That
+follows the observation build and runs slower than in ``ort_run`` (see the p50 breakdown in the results). That
 is the honest figure, and a real 50 Hz loop, idle between ticks, will be colder still.
 
     .venv/bin/python benchmarks/bench_policy_tick.py --ticks 20000 \\

@@ -3,8 +3,8 @@ transitions the "real" robot gave.
 
 The calibrated runs' points are read from a results store (``bench_residual.py --phase final-eval`` over the runs'
 exported files; a run is named "… seed N: sim residual, 3,000 robot transitions" or "… seed N: + SAC …, T
-transitions"). The other methods' points were measured on the same 32 commands with the same harness in sessions
-4–6 (their stores are gone; the base's scores there and here agree to the last digit): they are the figures of
+transitions"). The other methods' points were measured earlier on the same 32 commands with the same harness
+(their stores are gone; the base's scores then and now agree to the last digit): they are the figures of
 ``benchmarks/results/RESULTS_residual.md``, written out below.
 
     .venv/bin/python benchmarks/plot_residual_calibrated.py runs/cal_a1/results.json \\

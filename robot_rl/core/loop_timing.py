@@ -1,17 +1,17 @@
 """Fixed-rate control loop: absolute deadlines, sleep-then-spin waits, overrun skipping, timing stats.
 
-Why each piece exists (figures from REFERENCE.md, measured on this kind of machine):
+Why each piece exists (the loop's timings: benchmarks/results/RESULTS_loop_timing.md):
 
 - Deadlines are absolute, ``first_deadline + k·period``. A loop that does ``work(); sleep(period)`` runs
   slow by the work time plus the sleep overshoot every tick, so it drifts off the rate grid and loses a
   tick every few seconds.
-- ``time.sleep`` alone wakes ≈ 125 µs late at p50 (kernel timer slack, scheduling). Sleeping until
+- ``time.sleep`` alone wakes late by the kernel's timer slack and scheduling (≈ 150 µs at p50). Sleeping until
   ``deadline − spin_s`` and busy-reading the clock for the rest brings p50 lateness under 1 µs for the cost
   of ``spin_s`` of CPU per period (250 µs per 20 ms is ≈ 1 % of a core).
 - An overrun (work finishing after the next deadline) counts each deadline that passed and waits for the
   next one still in the future. Running the skipped ticks back-to-back to "catch up" would send the robot
   a burst of commands computed from nearly the same state, which is worse than a dropped tick.
-- One full garbage collection over a torch-sized heap took 55–114 ms here, i.e. several missed ticks at
+- One full garbage collection over a torch-sized heap takes tens of milliseconds: several missed ticks at
   50 Hz and dozens at 500–1000 Hz. :func:`gc_paused` collects once before the loop, freezes what
   survives (so later collections never walk it) and disables the collector until the loop ends.
 - Under CPU load, spinning without real-time priority degrades badly; SCHED_FIFO restores it.

@@ -9,7 +9,7 @@ Reading and writing (the control loop never waits on DDS):
 - ``read()`` takes the newest ``LowState`` from the DDS reader's cache (keep-last 1, a non-blocking
   ``take``), drops it if its CRC is wrong (counted), converts it and returns it; when nothing new has
   arrived it returns the last state again, however old: staleness is the safety chain's job
-  (``tick`` / ``timestamp``). Only the sample read is deserialized (≈ 250 µs in Python), not all 500 per
+  (``tick`` / ``timestamp``). Only the sample read is deserialized (≈ 270 µs in Python), not all 500 per
   second: a receive thread doing that would burn ≈ 13 % of a core and contend for the GIL with the
   control thread. ``timestamp`` is ``time.monotonic()`` when the sample was taken: the arrival time for
   ``wait_for_state()``, at most one hardware period (2 ms) after arrival for a loop that calls
@@ -18,7 +18,8 @@ Reading and writing (the control loop never waits on DDS):
   once, publishes it immediately and stores the bytes; a re-publish thread sends the latest bytes every
   ``spec.timing.hardware_period_s`` (500 Hz) on fixed deadlines, as the firmware expects a steady
   stream. It skips a deadline when ``write()`` published less than half a period before. Serializing a
-  ``LowCmd`` in Python costs 170–250 µs; re-sending the stored bytes costs only the DDS write.
+  ``LowCmd`` in Python costs ≈ 180 µs; re-sending the stored bytes costs only the DDS write. (Python
+  (de)serialization costs: benchmarks/results/RESULTS_dds_latency.md.)
 
 QoS: ``LowState`` is read best-effort, keep-last 1 (only the newest state matters; best-effort matches
 both reliable and best-effort writers); ``LowCmd`` is written reliable, keep-last 1 (matches readers of

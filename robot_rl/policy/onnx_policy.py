@@ -213,9 +213,9 @@ class OnnxPolicy:
         self._input_name = contract.input.name
         self._output_names = [contract.output.name]
         self._obs_shape = (1, self.obs_dim)
-        # Measured (benchmarks/bench_policy_tick.py, onnxruntime 1.31, 45→512→256→128→12 MLP): an I/O
-        # binding to preallocated buffers beats ``run`` with a feed dict (≈ 12.5 vs 14.6 µs p50, and a lower
-        # p99: no output allocation). Passing a RunOptions to ``run_with_iobinding`` costs ≈ 40 µs: don't.
+        # Why an I/O binding (figures: benchmarks/results/RESULTS_policy_tick.md, ort_iobinding vs ort_run): an I/O
+        # binding to preallocated buffers beats ``run`` with a feed dict at p50, and at p99 too (no output
+        # allocation). Passing a RunOptions to ``run_with_iobinding`` costs more than the inference itself: don't.
         self._obs_buffer = np.zeros(self._obs_shape, dtype=np.float32)
         self._action_buffer = np.zeros((1, self.num_actions), dtype=np.float32)
         self._binding = session.io_binding()

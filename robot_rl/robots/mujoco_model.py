@@ -195,7 +195,7 @@ def build_mujoco_model(
                 body.gravcomp = 1.0
     mjs.option.timestep = spec.timing.physics_period_s
     # implicitfast integrates the actuators' -kd·dq implicitly (Euler does so only for joint damping): a
-    # kd 30 damping command on the A1's light legs at 5 ms stays stable here and rings at 13 rad/s under
+    # kd 30 damping command on the A1's light legs at a 5 ms step stays stable and rings at 13 rad/s under
     # Euler. It costs little over Euler.
     mjs.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     # Elliptic cone with a high impratio makes friction stiff. With the defaults (pyramidal, 1) a standing

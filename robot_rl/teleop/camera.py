@@ -8,8 +8,8 @@ says why and what to set, so a session can go on without frames instead of faili
 
 :class:`MirrorCamera` renders a copy of the robot's model (with its visual meshes) posed at the measured
 joint positions (and base pose) from a fixed viewpoint, so it works for any robot interface, and never
-touches the simulator's own data. Rendering takes 10–50 ms per frame with software GL on a loaded
-2-core machine, more than a 50 Hz tick: frames are rendered on a worker thread that owns the GL context,
+touches the simulator's own data. Rendering a frame with software GL can take longer than a 50 Hz tick
+(tens of ms on a busy CPU), so frames are rendered on a worker thread that owns the GL context,
 and :meth:`MirrorCamera.submit` returns a ``Future`` the episode recorder resolves when the episode ends.
 """
 
