@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.hardware.sim_robot import SimulatorName
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.registry import make_task
@@ -51,7 +52,7 @@ def _torch():
     return torch
 
 
-class DatasetMismatch(ValueError):
+class DatasetMismatch(RobotRLError, ValueError):
     """The dataset does not hold this task's observations and actions."""
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.teleop.command import TeleopCommand
@@ -47,7 +48,7 @@ SIMULATORS = ("mujoco", "pybullet")
 STATUS_PERIOD_S = 0.25
 
 
-class TeleopError(ValueError):
+class TeleopError(RobotRLError, ValueError):
     """Bad teleop arguments (robot, task, fps, paths); the message names the argument."""
 
 
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return tyro.cli(teleop, args=argv)
-    except (TeleopError, DeviceError) as exc:
+    except RobotRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
