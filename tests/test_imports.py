@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -32,8 +33,8 @@ class ImportLine:
         return f"{self.path}:{self.line}: {self.text}"
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+def module_name(path: Path, package_dir: Path) -> str:
+    parts = path.relative_to(package_dir.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -55,24 +56,24 @@ def imported_modules(node: ast.Import | ast.ImportFrom, module: str, is_package:
     return [f"{base}.{alias.name}" if alias.name != "*" else base for alias in node.names]
 
 
-def package_imports() -> list[ImportLine]:
+@cache
+def package_imports(package_dir: Path = PACKAGE_DIR) -> tuple[ImportLine, ...]:
     """Every import, anywhere in every module of the package, of another module of the package."""
     found = []
-    repo = PACKAGE_DIR.parent
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        source = path.read_text(encoding="utf-8")
-        module = module_name(path)
-        for node in ast.walk(ast.parse(source, filename=str(path))):
+    repo = package_dir.parent
+    for path in sorted(package_dir.rglob("*.py")):
+        module = module_name(path, package_dir)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
-            text = " ".join((ast.get_source_segment(source, node) or "").split())
+            text = ast.unparse(node)
             for target in imported_modules(node, module, path.name == "__init__.py"):
                 if target == PACKAGE or target.startswith(PACKAGE + "."):
                     found.append(ImportLine(module, target, str(path.relative_to(repo)), node.lineno, text))
-    return found
+    return tuple(found)
 
 
-def subpackage_graph(imports: list[ImportLine]) -> dict[tuple[str, str], list[ImportLine]]:
+def subpackage_graph(imports: tuple[ImportLine, ...]) -> dict[tuple[str, str], list[ImportLine]]:
     """(importing subpackage, imported subpackage) → the import lines that make that edge."""
     edges: dict[tuple[str, str], list[ImportLine]] = defaultdict(list)
     seen: set[tuple[str, str, str, int]] = set()  # ``from a import b, c`` is one reason for an edge, not two
@@ -168,7 +169,7 @@ def test_core_imports_nothing_else_from_the_package():
     assert not outside, "robot_rl.core must import only itself:\n" + "\n".join(map(str, outside))
 
 
-def test_the_graph_reader_sees_lazy_relative_and_type_only_imports(tmp_path, monkeypatch):
+def test_the_graph_reader_sees_lazy_relative_and_type_only_imports(tmp_path):
     # The two tests above pass vacuously if the reader misses imports; this one checks it on a tiny package.
     pkg = tmp_path / PACKAGE
     for sub in ("a", "b", "c"):
@@ -178,8 +179,7 @@ def test_the_graph_reader_sees_lazy_relative_and_type_only_imports(tmp_path, mon
     (pkg / "a" / "m.py").write_text("def f():\n    from robot_rl.b import m\n")
     (pkg / "b" / "m.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import m\n")
     (pkg / "c" / "m.py").write_text("from robot_rl import a\n")
-    monkeypatch.setitem(globals(), "PACKAGE_DIR", pkg)
-    edges = subpackage_graph(package_imports())
+    edges = subpackage_graph(package_imports(pkg))
     assert set(edges) == {("a", "b"), ("b", "c"), ("c", "a")}
     (report,) = describe_cycles(edges)
     assert report.startswith("cycle a → b → c → a") and "robot_rl/b/m.py:3: from ..c import m" in report
