@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import tyro
 
+from robot_rl.core.errors import RobotRLError
+
 # name → "module:function", or a nested group. Imports are lazy so `robot-rl robot show` doesn't
 # import torch or mujoco.
 COMMANDS: dict[str, str | dict] = {
@@ -42,37 +44,9 @@ COMMANDS: dict[str, str | dict] = {
     },
 }
 
-# Errors that carry a message meant for the user. Anything else is a bug and keeps its traceback.
-USER_ERRORS = (
-    "robot_rl.typed_yaml:ConfigError",
-    "robot_rl.robots.assets:ModelSourceError",
-    "robot_rl.policy.contract:ContractError",
-    "robot_rl.policy.export:ExportError",
-    "robot_rl.policy.onnx_policy:PolicyLoadError",
-    "robot_rl.tasks.registry:UnknownTaskError",
-    "robot_rl.learn.errors:CheckpointError",
-    "robot_rl.hardware.unitree_dds:RobotConnectionError",
-    "robot_rl.hardware.faults:FaultConfigError",
-    "robot_rl.teleop.devices:DeviceError",
-    "robot_rl.teleop.session:TeleopError",
-    "robot_rl.data.lerobot_format:DatasetError",
-    "robot_rl.data.mcap_log:LogReadError",
-)
-
-
 def _resolve(target: str) -> Callable:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
-
-
-def _user_error_types() -> tuple[type[BaseException], ...]:
-    types = []
-    for target in USER_ERRORS:
-        try:
-            types.append(_resolve(target))
-        except (ImportError, AttributeError):
-            continue  # that part of the stack isn't installed; its errors can't occur either
-    return tuple(types)
 
 
 def _usage(prog: str, group: dict) -> str:
@@ -121,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = tyro.cli(func, args=args, prog=prog)
-    except _user_error_types() as exc:
+    except RobotRLError as exc:  # a message meant for the user; anything else is a bug and keeps its traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return int(result) if isinstance(result, int) else 0

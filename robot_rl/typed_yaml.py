@@ -15,8 +15,10 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from robot_rl.core.errors import RobotRLError
 
-class ConfigError(ValueError):
+
+class ConfigError(RobotRLError, ValueError):
     """A config file is wrong. The message names the file, the key path and the bad value."""
 
     def __init__(self, source: str | Path, key_path: str, message: str):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from robot_rl.cli import main
+from robot_rl.cli import COMMANDS, main
+from robot_rl.core.errors import RobotRLError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,3 +33,36 @@ def test_bad_input_is_one_line_and_status_2(argv, capsys, monkeypatch):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+class ProbeError(RobotRLError, ValueError):
+    """A user error no list in the CLI names: caught because of its base alone."""
+
+
+def _refuses(path: str = "probe.yaml") -> int:
+    """A subcommand that refuses its input."""
+    raise ProbeError(f"{path}: key 'gain' must be positive, got -1")
+
+
+def _has_a_bug() -> int:
+    """A subcommand with a bug."""
+    raise ValueError("not a user error")
+
+
+@pytest.fixture
+def probe_commands(monkeypatch):
+    probe = types.ModuleType("robot_rl_cli_probe")
+    probe.refuses, probe.has_a_bug = _refuses, _has_a_bug
+    monkeypatch.setitem(sys.modules, probe.__name__, probe)
+    monkeypatch.setitem(COMMANDS, "probe", {"refuses": f"{probe.__name__}:refuses",
+                                            "bug": f"{probe.__name__}:has_a_bug"})
+
+
+def test_any_robot_rl_error_from_a_subcommand_is_one_line_and_status_2(probe_commands, capsys):
+    assert main(["probe", "refuses", "--path", "gains.yaml"]) == 2
+    assert capsys.readouterr().err == "error: gains.yaml: key 'gain' must be positive, got -1\n"
+
+
+def test_other_errors_keep_their_traceback(probe_commands):
+    with pytest.raises(ValueError, match="not a user error"):
+        main(["probe", "bug"])

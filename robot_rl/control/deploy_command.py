@@ -32,6 +32,7 @@ import numpy as np
 
 from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotInterface
 from robot_rl.robots.spec import RobotSpec
 
@@ -41,7 +42,7 @@ DAMPING_S = 0.5  # damping ticks sent before close: 25 at 50 Hz, enough that the
 DDS_CONNECT_TIMEOUT_S = 5.0
 
 
-class DeployError(ValueError):
+class DeployError(RobotRLError, ValueError):
     """A deploy argument that cannot work (wrong command size, robot without that interface)."""
 
 

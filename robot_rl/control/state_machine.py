@@ -24,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand
 from robot_rl.robots.spec import RobotSpec
 
@@ -58,7 +59,7 @@ _TRANSITIONS: dict[tuple[ControllerMode, ControllerEvent], ControllerMode] = {
 MIN_JERK_PEAK_SPEED = 1.875
 
 
-class IllegalTransition(ValueError):
+class IllegalTransition(RobotRLError, ValueError):
     """An event that does not apply in the current mode (or ARM with a latched fault)."""
 
 

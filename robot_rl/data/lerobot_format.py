@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
+
 try:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -55,7 +57,7 @@ EPISODE_COLUMNS = ("episode_index", "tasks", "length", "data/chunk_index", "data
                    "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index", "success")
 
 
-class DatasetError(ValueError):
+class DatasetError(RobotRLError, ValueError):
     """A dataset that cannot be written or read as asked; the message names the dataset and the problem."""
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand, RobotState
 
 try:
@@ -96,7 +97,7 @@ def _copy(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.array(a, dtype=np.float64)
 
 
-class LogReadError(ValueError):
+class LogReadError(RobotRLError, ValueError):
     """A deploy log that does not exist or is not a readable MCAP deploy log (the message names the file)."""
 
 

@@ -18,10 +18,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.typed_yaml import ConfigError, build, read_yaml
 
 
-class GateConfigError(ValueError):
+class GateConfigError(RobotRLError, ValueError):
     """A threshold out of its range; ``key`` names it."""
 
     def __init__(self, key: str, problem: str):

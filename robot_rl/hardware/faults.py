@@ -24,11 +24,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from robot_rl.core.errors import RobotRLError
+
 _MASK64 = (1 << 64) - 1
 _STATE_STREAM, _COMMAND_STREAM = 0x5A17E, 0xC0FFEE  # separate random streams for the two directions
 
 
-class FaultConfigError(ValueError):
+class FaultConfigError(RobotRLError, ValueError):
     """A fault parameter is out of range; the message names the parameter and the value."""
 
 

@@ -49,6 +49,7 @@ from types import ModuleType
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
@@ -79,7 +80,7 @@ _POS_STOP_MIN, _VEL_STOP_MIN = 0.5 * go.POS_STOP_F, 0.5 * go.VEL_STOP_F
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
-class RobotConnectionError(ConnectionError):
+class RobotConnectionError(RobotRLError, ConnectionError):
     """No robot answered; the message names topic, family, domain and interface."""
 
 

@@ -34,10 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.hardware.sim_robot import SimulatorName
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.registry import make_task
 from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.task_observation import observation_names
 
 STD_FLOOR = 1e-3  # a feature that never varies in the demos (the cube's height) is scaled as if it did a little
 
@@ -50,7 +52,7 @@ def _torch():
     return torch
 
 
-class DatasetMismatch(ValueError):
+class DatasetMismatch(RobotRLError, ValueError):
     """The dataset does not hold this task's observations and actions."""
 
 
@@ -85,7 +87,6 @@ def load_demos(dataset: str | Path, task: TaskCfg, spec: RobotSpec, chunk: int =
     """Frames of every episode, with each frame's next ``chunk`` actions. Refuses a dataset recorded for
     another observation layout or robot, naming what differs."""
     from robot_rl.data.lerobot_dataset import LeRobotDataset
-    from robot_rl.learn.demos import observation_names
 
     if chunk < 1:
         raise ValueError(f"chunk must be ≥ 1, got {chunk}")
@@ -317,7 +318,6 @@ def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epoch
             rate in the policy's provenance metrics and bc.json.
         eval_simulator: simulator for that evaluation.
     """
-    from robot_rl.learn.demos import observation_names
     from robot_rl.policy.contract import contract_for_task
     from robot_rl.policy.export import collect_provenance, export_onnx
 

@@ -21,6 +21,7 @@ import torch
 from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.learn.bc import Anchor, build_modules
 from robot_rl.policy.onnx_policy import read_contract
 from robot_rl.robots.spec import RobotSpec
@@ -29,7 +30,7 @@ from robot_rl.tasks.task import TaskCfg
 _LAYER = re.compile(r"^actor\.mlp\.mlp\.(\d+)\.weight$")
 
 
-class NotABCPolicy(ValueError):
+class NotABCPolicy(RobotRLError, ValueError):
     """The ONNX file is not a policy exported by ``robot_rl.learn.bc`` (its initializers do not name the BC net)."""
 
 

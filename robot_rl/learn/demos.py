@@ -13,7 +13,7 @@ Recorded per running tick (:func:`demo_features`: the teleop recorder's usual fe
 
 - ``observation.state`` — the task's actor observation of the tick's state, built by the same
   ``ObservationBuilder`` the policy controller uses (so it is exactly what a policy will be fed), float32;
-  its names spell out the contract's observation layout.
+  its names spell out the contract's observation layout (``robot_rl.tasks.task_observation``).
 - ``observation.environment_state`` — cube position (base frame) and goal, for analysis.
 - ``action`` — the label: the joint position action the expert chose for the tick's state, in the task's
   ``JointPositionAction`` space: ``(q_target − default) / scale`` before the safety chain (which then acts
@@ -44,64 +44,22 @@ import numpy as np
 
 from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
-from robot_rl.core.types import RobotState
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
 from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop, expert_label
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks import panda_push
-from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
 from robot_rl.tasks.registry import make_task
 from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.task_observation import TASK_TEXTS, TaskObservation, observation_names
 from robot_rl.typed_yaml import ConfigError
 
 if TYPE_CHECKING:
     from robot_rl.teleop.arm_ik import TeleopSource
     from robot_rl.teleop.recorder import EpisodeRecorder
 
-TASK_TEXT = "push the red cube to the goal on the table"
+TASK_TEXT = TASK_TEXTS[panda_push.NAME]  # the scripted expert knows this one task
 NO_NOISE = DemoNoise()
 EXECUTED_ACTION = "action.executed"  # the action sent to the robot; ``action`` is the expert's label
-
-
-class TaskObservation:
-    """The task's actor observation of one ``RobotState`` (N = 1), as the policy controller builds it."""
-
-    def __init__(self, task: TaskCfg, spec: RobotSpec):
-        j, c = spec.num_joints, task.commands.size
-        self.builder = ObservationBuilder(task.actor_obs, 1, j, c, j, noise=False)
-        self.dim = self.builder.dim
-        self.default_q = spec.default_positions
-        self.last_action = np.zeros((1, j))
-        self.names = observation_names(task, spec)
-
-    def reset(self) -> None:
-        self.builder.reset()
-        self.last_action.fill(0.0)
-
-    def __call__(self, state: RobotState, command: np.ndarray) -> np.ndarray:
-        inputs = ObsInputs(
-            q=state.q[None], dq=state.dq[None], default_q=self.default_q, base_quat=state.base_quat[None],
-            base_ang_vel=state.base_ang_vel[None], command=np.asarray(command, dtype=np.float64)[None],
-            last_action=self.last_action,
-            base_lin_vel=None if state.base_lin_vel is None else state.base_lin_vel[None],
-            object_pos=None if state.object_pos is None else np.asarray(state.object_pos)[None],
-        )
-        return self.builder.compute(inputs)[0].copy()
-
-
-def observation_names(task: TaskCfg, spec: RobotSpec) -> tuple[str, ...]:
-    """One name per observation element, e.g. ``joint_pos_rel.panda_joint1``, ``command.goal_x``, in order."""
-    j, c = spec.num_joints, task.commands.size
-    per_term = {"joint_pos_rel": spec.joint_names, "joint_vel": spec.joint_names, "last_action": spec.joint_names,
-                "command": task.commands.names, "object_pos": ("x", "y", "z"), "base_lin_vel": ("x", "y", "z"),
-                "base_ang_vel": ("x", "y", "z"), "projected_gravity": ("x", "y", "z")}
-    names: list[str] = []
-    for term, size in zip(task.actor_obs.terms, task.actor_obs.term_sizes(j, c, j), strict=True):
-        parts = per_term.get(term.name, tuple(str(i) for i in range(size)))
-        for h in range(term.history_length):
-            suffix = f"[t-{term.history_length - 1 - h}]" if term.history_length > 1 else ""
-            names += [f"{term.name}{suffix}.{p}" for p in parts]
-    return tuple(names)
 
 
 @dataclass

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from robot_rl.robots.assets import ModelSourceError
-from robot_rl.tasks.registry import UnknownTaskError
-from robot_rl.typed_yaml import ConfigError
+from robot_rl.core.errors import RobotRLError
 
 
-class CheckpointError(ValueError):
+class CheckpointError(RobotRLError, ValueError):
     """A checkpoint does not fit the task or robot it is being loaded for (or is not a checkpoint)."""
-
-
-# The scripts print these as one line (``error: …``) instead of a traceback; ConfigError covers a bad
-# randomization override (UnknownRandomizationKey).
-USER_ERRORS: tuple[type[BaseException], ...] = (CheckpointError, UnknownTaskError, ConfigError, ModelSourceError)

@@ -197,11 +197,11 @@ def play_command(args: Annotated[PlayArgs, tyro.conf.arg(name="")]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``sim/play.py``: errors in the user's input print one line, not a traceback."""
-    from robot_rl.learn.errors import USER_ERRORS
+    from robot_rl.core.errors import RobotRLError
 
     try:
         return tyro.cli(play_command, args=argv)
-    except USER_ERRORS as exc:
+    except RobotRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

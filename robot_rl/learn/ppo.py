@@ -24,13 +24,13 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
-from robot_rl.learn.errors import USER_ERRORS, CheckpointError
+from robot_rl.learn.errors import CheckpointError
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.task import PPOCfg, TaskCfg
 
 ACTOR_GROUP, CRITIC_GROUP = "policy", "critic"
-__all__ = ["USER_ERRORS", "CheckpointError", "RslRlVecEnv", "TaskRunner", "check_checkpoint", "train_cfg"]
+__all__ = ["CheckpointError", "RslRlVecEnv", "TaskRunner", "check_checkpoint", "train_cfg"]
 
 
 

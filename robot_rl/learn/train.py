@@ -196,11 +196,11 @@ def train_command(args: Annotated[TrainArgs, tyro.conf.arg(name="")]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``sim/train.py``: errors in the user's input print one line, not a traceback."""
-    from robot_rl.learn.errors import USER_ERRORS
+    from robot_rl.core.errors import RobotRLError
 
     try:
         return tyro.cli(train_command, args=argv)
-    except USER_ERRORS as exc:
+    except RobotRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
@@ -39,7 +40,7 @@ FLOAT_REL_TOL = 1e-9
 FLOAT_ABS_TOL = 1e-12
 
 
-class ContractError(ValueError):
+class ContractError(RobotRLError, ValueError):
     """A contract is malformed (unparsable JSON, missing or ill-typed fields, unknown schema)."""
 
 

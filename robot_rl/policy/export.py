@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.policy.contract import BATCH_DIM, GRAPH_DIGEST_KEY, METADATA_KEY, PolicyContract, Provenance
 from robot_rl.policy.onnx_policy import PolicyLoadError, graph_digest, load_policy
 from robot_rl.robots.spec import REPO_ROOT
@@ -43,7 +44,7 @@ VERIFY_ATOL = 1e-4  # on |onnx − torch| / (1 + |torch|): float32 reassociation
 VERIFY_FLOAT32_FACTOR = 10.0
 
 
-class ExportError(RuntimeError):
+class ExportError(RobotRLError, RuntimeError):
     """The actor could not be exported, or the exported model does not reproduce it."""
 
 

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.policy.contract import (
     GRAPH_DIGEST_KEY,
     METADATA_KEY,
@@ -31,7 +32,7 @@ from robot_rl.policy.contract import (
 _ORT_DTYPES = {"float32": "tensor(float)"}
 
 
-class PolicyLoadError(RuntimeError):
+class PolicyLoadError(RobotRLError, RuntimeError):
     """A policy file cannot be used. ``path`` and ``reason`` are the parts of the message."""
 
     def __init__(self, path: str | Path, reason: str, mismatch: ContractMismatch | None = None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.robots.spec import RobotSpec
 
 MENAGERIE_ENV_VAR = "ROBOT_RL_MENAGERIE_DIR"
@@ -17,12 +18,12 @@ DEFAULT_MENAGERIE_DIR = Path("~/.cache/robot_rl/mujoco_menagerie")
 MENAGERIE_URL = "https://github.com/google-deepmind/mujoco_menagerie"
 
 
-class ModelSourceError(FileNotFoundError):
+class ModelSourceError(RobotRLError, FileNotFoundError):
     """A robot's sim model file cannot be found (or this simulator cannot load it). The message names the
     spec file, the ``sim_model`` keys and what to do."""
 
 
-class ModelBuildError(ValueError):
+class ModelBuildError(RobotRLError, ValueError):
     """A model file does not fit its spec (a missing joint or body, a joint that cannot be locked)."""
 
 

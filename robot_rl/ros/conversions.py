@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand, RobotState
 
 
-class MessageError(ValueError):
+class MessageError(RobotRLError, ValueError):
     """A message (or a mapping onto one) the runtime cannot use. The text names the topic field or joint."""
 
 

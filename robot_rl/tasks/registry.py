@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.tasks import panda_push as panda_push_module
 from robot_rl.tasks.a1_velocity import a1_flat, a1_rough
 from robot_rl.tasks.panda_push import panda_push
@@ -12,7 +13,7 @@ from robot_rl.tasks.panda_reach import panda_reach
 from robot_rl.tasks.task import TaskCfg
 
 
-class UnknownTaskError(KeyError):
+class UnknownTaskError(RobotRLError, KeyError):
     """No task has this name. The message lists the known ones."""
 
     def __str__(self) -> str:  # KeyError would print the message quoted

@@ -19,12 +19,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.teleop.command import RecorderButtons, TeleopCommand
 
 DEVICE_NAMES = ("keyboard", "gamepad", "spacemouse")
 
 
-class DeviceError(RuntimeError):
+class DeviceError(RobotRLError, RuntimeError):
     """A teleop device cannot be opened or was lost; the message says which and what to do."""
 
 

@@ -8,8 +8,8 @@ place a controller runs: it ramps to the default pose (the arm's ramp takes 3 s)
 
 - Arms: the device's ``ee_delta`` drives ``ArmTeleopController`` (differential IK, ``robot_rl.teleop.arm_ik``)
   under a task (default: ``panda-push``, with its table and cube). Recorded features are exactly what the
-  scripted-expert demos and BC use (``robot_rl.learn.demos``): ``observation.state`` = the task's actor
-  observation, ``observation.environment_state`` = cube position and goal, ``action`` = the controller's
+  scripted-expert demos and BC use (``robot_rl.tasks.task_observation``): ``observation.state`` = the task's
+  actor observation, ``observation.environment_state`` = cube position and goal, ``action`` = the controller's
   action in the task's action space, plus ``teleop.command`` (the device command). After an episode is
   saved or discarded the scene resets (new cube and goal) and the arm ramps home again.
 - Legged robots: the device's ``twist`` is scaled into the walking policy's command ranges
@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.teleop.command import TeleopCommand
@@ -47,7 +48,7 @@ SIMULATORS = ("mujoco", "pybullet")
 STATUS_PERIOD_S = 0.25
 
 
-class TeleopError(ValueError):
+class TeleopError(RobotRLError, ValueError):
     """Bad teleop arguments (robot, task, fps, paths); the message names the argument."""
 
 
@@ -144,13 +145,13 @@ class TeleopSession:
                 self.camera = MirrorCamera(self.spec, view)
                 cameras["front"] = (view.height, view.width)
         if self.is_arm:
-            from robot_rl.learn.demos import TASK_TEXT, TaskObservation
+            from robot_rl.tasks.task_observation import TaskObservation, task_text
 
             self.observe = TaskObservation(self.task, self.spec)
             env_names = ("cube_x", "cube_y", "cube_z", *self.task.commands.names)
             features = teleop_features(self.observe.names, names, cameras=cameras, extra={
                 "observation.environment_state": Feature("float32", (len(env_names),), env_names)})
-            text = TASK_TEXT if self.task.name == "panda-push" else self.task.description
+            text = task_text(self.task)
         else:
             joint = {f"observation.{k}": Feature("float32", (n,), tuple(f"{k}.{j}" for j in jn)) for k, n, jn in
                      (("joint_vel", len(names), names), ("base_ang_vel", 3, "xyz"), ("base_quat", 4, "wxyz"))}
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return tyro.cli(teleop, args=argv)
-    except (TeleopError, DeviceError) as exc:
+    except RobotRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

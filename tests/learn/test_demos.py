@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from robot_rl.control.controller import PolicyController
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_validate import validate_dataset
-from robot_rl.learn.demos import EXECUTED_ACTION, TASK_TEXT, TaskObservation, collect_demos, observation_names
+from robot_rl.learn.demos import EXECUTED_ACTION, TASK_TEXT, collect_demos
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
+from robot_rl.tasks.task_observation import observation_names
 
 PANDA = load_robot("panda")
 TASK = make_task("panda-push")
@@ -39,32 +39,6 @@ def test_collect_writes_a_valid_lerobot_dataset_of_successful_episodes(two_demos
     # No demo noise by default: the robot executed the labels themselves, and the dataset card says so.
     np.testing.assert_array_equal(episode[EXECUTED_ACTION], episode["action"])
     assert "No noise injection" in (out / "README.md").read_text()
-
-
-def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
-    """The dataset's observation.state must equal the deploy-time policy input for the same state."""
-    from robot_rl.core.types import RobotState
-
-    class Probe:
-        contract = None
-
-        def act(self, obs):
-            self.seen = obs.copy()
-            return np.zeros(PANDA.num_joints, dtype=np.float32)
-
-    from robot_rl.policy.contract import contract_for_task
-
-    probe = Probe()
-    probe.contract = contract_for_task(TASK, PANDA)
-    controller = PolicyController.for_task(TASK, PANDA, probe)
-    rng = np.random.default_rng(0)
-    state = RobotState(0.0, 1, PANDA.default_positions + rng.normal(0, 0.1, 7), rng.normal(0, 0.5, 7), np.zeros(7),
-                       object_pos=np.array([0.45, -0.02, 0.025]))
-    command = np.array([0.55, 0.05])
-    controller.set_command(command)
-    controller.step(state)
-    recorded = TaskObservation(TASK, PANDA)(state, command)
-    np.testing.assert_array_equal(recorded, probe.seen[0])
 
 
 def test_collect_refuses_a_task_the_expert_does_not_know_and_no_episodes(tmp_path):
