@@ -7,8 +7,6 @@ installed (not editable), and from the checkout otherwise. pyproject.toml cannot
 ``find`` result, hence this file.
 """
 
-from setuptools import find_packages, setup
-
 PACKAGE_DATA = "robot_rl._package_data"
 # package → the checkout directory it is built from, and the files it carries. All of hardware/ ships: the specs,
 # anything a spec names by a relative path (``sim_model.source: path``), the DDS config and the README the errors
@@ -18,10 +16,13 @@ SHIPPED = {
     f"{PACKAGE_DATA}.policies.a1_flat": ("policies/a1_flat", ["policy.onnx", "MODEL_CARD.md"]),
 }
 
-setup(
-    packages=[*find_packages(include=["robot_rl", "robot_rl.*"]), *SHIPPED],
-    package_dir={name: src for name, (src, _) in SHIPPED.items()},
-    package_data={name: files for name, (_, files) in SHIPPED.items()},
-    # Only what package_data names (robot_rl's own packages hold nothing but .py files).
-    include_package_data=False,
-)
+if __name__ == "__main__":  # how build backends run it; tests/test_packaging.py reads SHIPPED without building
+    from setuptools import find_packages, setup
+
+    setup(
+        packages=[*find_packages(include=["robot_rl", "robot_rl.*"]), *SHIPPED],
+        package_dir={name: src for name, (src, _) in SHIPPED.items()},
+        package_data={name: files for name, (_, files) in SHIPPED.items()},
+        # Only what package_data names (robot_rl's own packages hold nothing but .py files).
+        include_package_data=False,
+    )
