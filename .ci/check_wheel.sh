@@ -58,8 +58,10 @@ print(f"robot_rl from {where.parent}; specs from {HARDWARE_DIR}: {', '.join(spec
 PY
 "$bin/robot-rl" robot list
 "$bin/robot-rl" sim2sim --policy "$repo/policies/a1_flat/policy.onnx" --out "$work/elsewhere/sim2sim"
-# The demo's default policy comes with the package too.
+# The main job: `robot-rl demo` runs the policy the package ships (not the stand-check fallback).
 "$bin/python" -c "from robot_rl.evaluation.demo import DEFAULT_POLICY, resolve_policy; \
 p = resolve_policy(DEFAULT_POLICY); assert p is not None and 'site-packages' in str(p), p; print('demo policy:', p)"
+"$bin/robot-rl" demo --out-dir "$work/elsewhere/demo"
+test -f "$work/elsewhere/demo/gate.json"
 
 step "passed"
