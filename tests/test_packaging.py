@@ -84,11 +84,12 @@ def test_installed_package_finds_its_specs_without_a_checkout(wheel: Path, tmp_p
         import json, robot_rl
         from robot_rl.evaluation.demo import DEFAULT_POLICY, resolve_policy
         from robot_rl.robots.spec import HARDWARE_DIR, available_robots, checkout_root, load_robot
-        from robot_rl.ros.gen_config import gen_ros_config
+        from robot_rl.ros.gen_config import gen_ros_config, render_params
         print(json.dumps({
             "package": robot_rl.__file__, "hardware": str(HARDWARE_DIR), "checkout": str(checkout_root()),
             "robots": {name: [load_robot(name).spec_hash, load_robot(name).source_file] for name in available_robots()},
             "policy": str(resolve_policy(DEFAULT_POLICY)), "gen_ros_config": gen_ros_config(),
+            "a1_params": render_params(load_robot("a1")),
         }))
     """
     found = _run_installed(site, elsewhere, code)
@@ -101,6 +102,8 @@ def test_installed_package_finds_its_specs_without_a_checkout(wheel: Path, tmp_p
         assert Path(source).is_relative_to(site)
     assert Path(found["policy"]) == site / "robot_rl" / "_package_data" / "policies" / "a1_flat" / "policy.onnx"
     assert found["gen_ros_config"] == 2  # no ros_ws outside a checkout: it asks for --out-dir instead
+    # … and what it writes there is what the checkout commits (the header names hardware/robots/a1.yaml).
+    assert found["a1_params"] == (ROOT / "ros_ws" / "src" / "robot_rl" / "config" / "a1_params.yaml").read_text()
 
     # ROBOT_RL_HARDWARE_DIR still overrides the package data.
     lab = tmp_path / "lab"

@@ -30,8 +30,9 @@ PACKAGE_DATA_DIR = Path(__file__).resolve().parents[1] / "_package_data"
 
 
 def checkout_root() -> Path | None:
-    """The source checkout this package runs from (editable install or PYTHONPATH), None for an installed wheel."""
-    return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else None
+    """The source checkout this package runs from (editable install or PYTHONPATH), None for an installed wheel
+    (which has package data, and no business with whatever project happens to sit above its install dir)."""
+    return REPO_ROOT if not PACKAGE_DATA_DIR.is_dir() and (REPO_ROOT / "pyproject.toml").is_file() else None
 
 
 def shipped_path(relative: str | Path) -> Path | None:

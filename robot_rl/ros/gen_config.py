@@ -103,7 +103,9 @@ def controllers_config(spec: RobotSpec) -> dict[str, Any]:
 def _source_name(spec: RobotSpec) -> str:
     """The spec's path as ``hardware/robots/<name>.yaml`` (relative to the checkout or to the specs' parent)."""
     path = Path(spec.source_file).resolve()
-    for root in (REPO_ROOT, HARDWARE_DIR.parent):
+    for root in (checkout_root(), HARDWARE_DIR.parent):
+        if root is None:
+            continue
         try:
             return path.relative_to(root.resolve()).as_posix()
         except ValueError:
