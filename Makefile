@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint
+.PHONY: demo test install lint check-wheel
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,3 +26,8 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+# The installable package: build a wheel, install it (not editable) into a fresh venv, run the CLI from outside
+# the repository. Needs no .venv of its own.
+check-wheel:
+	PY=$(PY) bash .ci/check_wheel.sh

@@ -14,18 +14,21 @@ from typing import Literal
 
 from rich.console import Console
 
-from robot_rl.robots.spec import REPO_ROOT
+from robot_rl.robots.spec import shipped_path
 
 DEFAULT_POLICY = "policies/a1_flat/policy.onnx"
 
 
 def resolve_policy(policy: str) -> Path | None:
-    """The policy file: as given, or relative to the repository when run from elsewhere; None if absent."""
+    """The policy file: as given, or one the repository ships (``policies/a1_flat/…``: the checkout's, or the
+    installed package's copy) when run from elsewhere; None if absent."""
     path = Path(policy)
-    for candidate in (path, REPO_ROOT / path) if not path.is_absolute() else (path,):
-        if candidate.is_file():
-            return candidate
-    return None
+    if path.is_file():
+        return path
+    if path.is_absolute():
+        return None
+    shipped = shipped_path(path)
+    return shipped if shipped is not None and shipped.is_file() else None
 
 
 def demo(

@@ -33,7 +33,7 @@ import numpy as np
 from robot_rl.core.errors import RobotRLError
 from robot_rl.policy.contract import BATCH_DIM, GRAPH_DIGEST_KEY, METADATA_KEY, PolicyContract, Provenance
 from robot_rl.policy.onnx_policy import PolicyLoadError, graph_digest, load_policy
-from robot_rl.robots.spec import REPO_ROOT
+from robot_rl.robots.spec import checkout_root
 
 OPSET = 18
 VERIFY_BATCH = 256
@@ -63,15 +63,19 @@ def collect_provenance(
     env_steps: int | None = None,
     metrics: dict[str, float] | None = None,
     notes: dict[str, Any] | None = None,
-    repo: Path = REPO_ROOT,
+    repo: Path | None = None,
 ) -> Provenance:
-    """Provenance with the current git commit (``-dirty`` if the tree has changes) and UTC time."""
+    """Provenance with the current git commit (``-dirty`` if the tree has changes) and UTC time.
+
+    ``repo`` defaults to the checkout this package runs from; an installed wheel has none: commit "unknown".
+    """
+    repo = repo if repo is not None else checkout_root()
     return Provenance(
         task=task,
         seed=seed,
         iterations=iterations,
         env_steps=env_steps,
-        git_commit=_git_commit(repo),
+        git_commit=_git_commit(repo) if repo is not None else "unknown",
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         metrics={k: float(v) for k, v in (metrics or {}).items()},
         notes=dict(notes or {}),

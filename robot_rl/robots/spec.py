@@ -20,10 +20,38 @@ import numpy as np
 
 from robot_rl.typed_yaml import ConfigError, build, read_yaml, to_plain
 
-# The specs ship with the repository (``hardware/`` is user-facing, next to ``launch/`` and ``sim/``).
+# The specs live in the repository's ``hardware/`` (user-facing, next to ``launch/`` and ``sim/``): a checkout or an
+# editable install reads them there, so edits take effect. A wheel carries the same files as package data
+# (setup.py maps hardware/ and policies/a1_flat/ into robot_rl/_package_data/), read when the package is installed.
 # ROBOT_RL_HARDWARE_DIR points elsewhere, e.g. a lab's own directory of specs.
+HARDWARE_DIR_ENV_VAR = "ROBOT_RL_HARDWARE_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARDWARE_DIR = Path(os.environ.get("ROBOT_RL_HARDWARE_DIR", REPO_ROOT / "hardware"))
+PACKAGE_DATA_DIR = Path(__file__).resolve().parents[1] / "_package_data"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (editable install or PYTHONPATH), None for an installed wheel
+    (which has package data, and no business with whatever project happens to sit above its install dir)."""
+    return REPO_ROOT if not PACKAGE_DATA_DIR.is_dir() and (REPO_ROOT / "pyproject.toml").is_file() else None
+
+
+def shipped_path(relative: str | Path) -> Path | None:
+    """A file or folder the repository ships (``hardware/…``, ``policies/a1_flat/…``): from the package data of an
+    installed wheel, else from the checkout; None where neither has it."""
+    root = checkout_root()
+    for base in (PACKAGE_DATA_DIR, root):
+        if base is not None and (base / relative).exists():
+            return base / relative
+    return None
+
+
+def _default_hardware_dir() -> Path:
+    if os.environ.get(HARDWARE_DIR_ENV_VAR):
+        return Path(os.environ[HARDWARE_DIR_ENV_VAR])
+    return shipped_path("hardware") or REPO_ROOT / "hardware"
+
+
+HARDWARE_DIR = _default_hardware_dir()
 
 
 @dataclass(frozen=True)
@@ -284,6 +312,11 @@ def load_robot(name: str) -> RobotSpec:
     if name.endswith((".yaml", ".yml")) or os.sep in name:
         return load_spec_file(name)
     path = specs_dir() / f"{name}.yaml"
+    if not specs_dir().is_dir():
+        raise ConfigError(
+            specs_dir(), "", f"no robot specs here (looking for {name!r}): set {HARDWARE_DIR_ENV_VAR} to a directory "
+            "holding robots/<name>.yaml, or pass a spec file's path"
+        )
     if not path.exists():
         raise ConfigError(
             specs_dir(), "", f"no robot named {name!r} (available: {', '.join(available_robots()) or 'none'})"

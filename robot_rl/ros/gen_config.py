@@ -15,11 +15,13 @@ from typing import Any
 import yaml
 
 from robot_rl.robots.spec import (
+    HARDWARE_DIR,
     REPO_ROOT,
     RobotSpec,
     Ros2ControlInterfaceSpec,
     UnitreeDdsInterfaceSpec,
     available_robots,
+    checkout_root,
     load_robot,
 )
 from robot_rl.typed_yaml import ConfigError
@@ -99,11 +101,16 @@ def controllers_config(spec: RobotSpec) -> dict[str, Any]:
 
 
 def _source_name(spec: RobotSpec) -> str:
-    path = Path(spec.source_file)
-    try:
-        return path.resolve().relative_to(REPO_ROOT.resolve()).as_posix()
-    except ValueError:
-        return path.name
+    """The spec's path as ``hardware/robots/<name>.yaml`` (relative to the checkout or to the specs' parent)."""
+    path = Path(spec.source_file).resolve()
+    for root in (checkout_root(), HARDWARE_DIR.parent):
+        if root is None:
+            continue
+        try:
+            return path.relative_to(root.resolve()).as_posix()
+        except ValueError:
+            continue
+    return path.name
 
 
 def _header(spec: RobotSpec) -> list[str]:
@@ -148,9 +155,13 @@ def gen_ros_config(robot: str = "all", out_dir: Path | None = None, check: bool 
     Args:
         robot: Robot name (or path to a spec YAML); "all" for every spec in hardware/robots.
         out_dir: Where to write <robot>_params.yaml and <robot>_controllers.yaml
-            (default: ros_ws/src/robot_rl/config).
+            (default: the checkout's ros_ws/src/robot_rl/config; required outside a checkout).
         check: Write nothing; exit with 1 if any file is missing or differs from what would be generated.
     """
+    if out_dir is None and checkout_root() is None:
+        print(f"error: robot_rl runs from an installed package, not a checkout, so there is no ros_ws/ to write to "
+              f"(it would be {CONFIG_DIR}); pass --out-dir DIR", file=sys.stderr)
+        return 2
     out_dir = CONFIG_DIR if out_dir is None else Path(out_dir)
     names = available_robots() if robot == "all" else [robot]
     stale: list[Path] = []
