@@ -105,6 +105,21 @@ class FinetuneCfg:
                    residual=residual or ResidualCfg(), sac=sac or SACCfg(), replay=replay or ReplayCfg(),
                    calibrated=calibrated, calibrate_chain=calibrate_chain)
 
+    def with_fields(self, **values) -> FinetuneCfg:
+        """A copy with the named fields replaced, each in the concern that has it (``run``, ``residual``, ``sac``,
+        ``replay``: a field name is unique across them, as on the command line), e.g. ``with_fields(lr=1e-3,
+        transitions=3000)``; a value that is None leaves the field as it is (a flag not given)."""
+        concerns = {name: getattr(self, name) for name in ("run", "residual", "sac", "replay")}
+        changes: dict[str, dict] = {name: {} for name in concerns}
+        for key, value in values.items():
+            owner = [name for name, cfg in concerns.items() if key in {f.name for f in dataclasses.fields(cfg)}]
+            if not owner:
+                raise TypeError(f"no setting named {key!r} in {', '.join(concerns)}")
+            if value is not None:
+                changes[owner[0]][key] = value
+        return dataclasses.replace(self, **{name: dataclasses.replace(concerns[name], **changes[name])
+                                            for name in concerns})
+
     def for_task(self, task) -> FinetuneCfg:
         """The settings with the task's measurements filled in where they are left to it: the learning rate
         (``TaskCfg.finetune_lr``, else SAC's), a calibrated start's sim residual (``sim_residual_cfg``, seeded with
