@@ -89,7 +89,8 @@ def test_the_documented_a1_calibrated_command_means_what_it_meant(benchmark_modu
     bench.add_settings_args(p)
     p.add_argument("--seed", type=int, default=0)
     task = make_task("a1-flat")
-    documented = "--calibrate --fraction 0.2 --seed 2 --anchor-penalty 1 --lr 3e-4 --actor-warmup 2000".split()
+    documented = ["--calibrate", "--fraction", "0.2", "--seed", "2", "--anchor-penalty", "1", "--lr", "3e-4",
+                  "--actor-warmup", "2000"]
     cfg = bench.settings(p.parse_args(documented), task, "policy.onnx")
     assert cfg.residual == ResidualCfg(fraction=0.2)
     assert cfg.sac == SACCfg(lr=3e-4, actor_warmup_updates=2000, anchor_penalty=1.0)
@@ -98,6 +99,6 @@ def test_the_documented_a1_calibrated_command_means_what_it_meant(benchmark_modu
     assert not cfg.calibrate_chain
     scratch = bench.settings(p.parse_args([]), task, "policy.onnx")
     assert scratch.calibrated is None and scratch.sac == SACCfg(lr=1e-3) and scratch.residual == ResidualCfg()
-    given = bench.settings(p.parse_args("--num-critics 5 --gamma 0.99 --sim-iterations 330".split() +
-                                        ["--calibrate"]), task, "policy.onnx")
+    flags = ["--num-critics", "5", "--gamma", "0.99", "--sim-iterations", "330", "--calibrate"]
+    given = bench.settings(p.parse_args(flags), task, "policy.onnx")
     assert (given.sac.num_critics, given.sac.gamma, given.calibrated.sim.iterations) == (5, 0.99, 330)

@@ -3,6 +3,7 @@
     robot-rl finetune --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
     robot-rl finetune --policy panda_reach.onnx --robot panda --interface sim --shift kp=0.5,payload=2.5,latency=2
     robot-rl finetune --policy runs/res_push/bc/policy.onnx --robot panda --shift kp=0.5,latency=2
+    robot-rl finetune calibrated --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
 
 Push tasks (panda-push: a BC policy) run on the in-process sim only: every episode draws a layout (cube
 start, goal) from the task's sampler and the scene is reset to it after the ramp
@@ -12,9 +13,9 @@ success radius) from ``RobotState.object_pos``, and evaluations report the task'
 The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
 training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:
 real time). It writes to ``--run-dir``: ``progress.jsonl`` (one line per episode and per evaluation),
-the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also
-valid ``--prior`` data for another run), and ``policy_residual.onnx``: base + residual as one policy with the
-base's contract (:mod:`robot_rl.learn.residual.export`).
+the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also valid
+prior data for another run, ``ReplayCfg.prior_path``), and ``policy_residual.onnx``: base + residual as one policy
+with the base's contract (:mod:`robot_rl.learn.residual.export`).
 
 Sim first, then the robot: run the same command on ``--interface sim`` (free transitions), then on the robot
 with ``--init-from`` that run (its residual and critics start the robot run); from Python, ``ReplayCfg.prior_path``
@@ -147,7 +148,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
-        raise ConfigError("--realtime", "false", "a real robot (or the DDS bridge) runs in real time")
+        raise ConfigError("realtime", "false", "a real robot (or the DDS bridge) runs in real time")
     if run.learner_threads < 1:
         raise ConfigError("learner_threads", str(run.learner_threads), "the learner needs at least one thread")
     try:  # before the learner starts: a refused setting leaves nothing running

@@ -2,7 +2,7 @@
 
     loop process                                 learner process (spawned: a fresh interpreter)
     ResidualPolicy ── TransitionRing (shm) ───►  n-step fold → online buffer (+ prior, interventions)
-          ▲                                      SAC / TD3 updates, utd_ratio per transition
+          ▲                                      SAC updates, utd_ratio per transition
           └──────── WeightBoard (shm) ◄────────  actor weights, every publish_every_updates
                     LearnerStatus (shm) ◄──────  heartbeat, counters, state; the loop's stop request
 
