@@ -43,31 +43,9 @@ from robot_rl.learn.residual.config import LearnerCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.evaluation import evaluate, selection_key
 from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
-from robot_rl.learn.residual.settings import FinetuneCfg, Interface
+from robot_rl.learn.residual.settings import FinetuneCfg, Interface, parse_shift
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
-
-_SHIFT_KEYS = {"kp": "kp_scale", "kd": "kd_scale", "payload": "payload_kg", "latency": "latency_steps",
-               "friction": "friction_scale", "object_friction": "object_friction_scale"}
-
-
-def parse_shift(text: str | None) -> RealityShift | None:
-    """``"kp=0.5,payload=2.5,latency=2"`` → RealityShift; None/empty → None (the nominal sim)."""
-    if not text:
-        return None
-    values: dict[str, float | int] = {}
-    for part in text.split(","):
-        key, sep, raw = (p.strip() for p in part.partition("="))
-        if not sep or key not in _SHIFT_KEYS:
-            raise ConfigError("--shift", part, f"expected KEY=VALUE with KEY one of {', '.join(_SHIFT_KEYS)}")
-        try:
-            values[_SHIFT_KEYS[key]] = int(raw) if key == "latency" else float(raw)
-        except ValueError:
-            raise ConfigError("--shift", key, f"{raw!r} is not a number") from None
-    try:
-        return RealityShift(**values)
-    except ValueError as exc:
-        raise ConfigError("--shift", text, str(exc)) from None
 
 
 @dataclass
@@ -134,7 +112,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
     run = cfg.run
     policy, robot, interface, transitions, seed = run.policy, run.robot, run.interface, run.transitions, run.seed
     resume, init_from, eval_every, realtime = run.resume, run.init_from, run.eval_every, run.realtime
-    shift = run.shift if isinstance(run.shift, RealityShift) else parse_shift(run.shift)  # code may give one
+    shift = parse_shift(run.shift)
     spec = load_robot(robot)
     task = policy_task(policy)
     cfg = cfg.for_task(task)  # the task's learning rate and sim residual where the settings leave them to it

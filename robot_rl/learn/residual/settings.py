@@ -30,8 +30,38 @@ from tyro.conf import Suppress
 
 from robot_rl.learn.residual.calibrated import CalibratedStartCfg, sim_residual_cfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, deferred, finetune_lr
+from robot_rl.learn.residual.shifted_sim import RealityShift
+from robot_rl.typed_yaml import ConfigError
 
 Interface = Literal["sim", "unitree-dds"]
+_SHIFT_KEYS = {"kp": "kp_scale", "kd": "kd_scale", "payload": "payload_kg", "latency": "latency_steps",
+               "friction": "friction_scale", "object_friction": "object_friction_scale"}
+
+
+def parse_shift(text: str | None) -> RealityShift | None:
+    """``"kp=0.5,payload=2.5,latency=2"`` → RealityShift; None/empty → None (the nominal sim)."""
+    if not text:
+        return None
+    values: dict[str, float | int] = {}
+    for part in text.split(","):
+        key, sep, raw = (p.strip() for p in part.partition("="))
+        if not sep or key not in _SHIFT_KEYS:
+            raise ConfigError("--shift", part, f"expected KEY=VALUE with KEY one of {', '.join(_SHIFT_KEYS)}")
+        try:
+            values[_SHIFT_KEYS[key]] = int(raw) if key == "latency" else float(raw)
+        except ValueError:
+            raise ConfigError("--shift", key, f"{raw!r} is not a number") from None
+    try:
+        return RealityShift(**values)
+    except ValueError as exc:
+        raise ConfigError("--shift", text, str(exc)) from None
+
+
+def shift_text(shift: RealityShift) -> str:
+    """The ``--shift`` text of ``shift`` (what differs from the nominal sim): ``parse_shift``'s inverse."""
+    nominal = RealityShift()
+    return ",".join(f"{key}={getattr(shift, field)!r}" for key, field in _SHIFT_KEYS.items()
+                    if getattr(shift, field) != getattr(nominal, field))
 
 
 @dataclass(frozen=True)
@@ -72,6 +102,10 @@ class RunCfg:
     network_interface: Suppress[str | None] = None  # DDS network interface (None: the robot file's)
     # Torch threads of the learner process: 1 kept up in real time on 2 shared cores, 2 missed deadlines.
     learner_threads: Suppress[int] = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shift, RealityShift):  # from code: kept as its text, as the command line gives it
+            object.__setattr__(self, "shift", shift_text(self.shift) or None)
 
 
 @dataclass(frozen=True)
