@@ -22,6 +22,7 @@ calibrated start's sim residual (``calibrated.sim_residual_cfg``).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -103,9 +104,12 @@ class RunCfg:
     # Torch threads of the learner process: 1 kept up in real time on 2 shared cores, 2 missed deadlines.
     learner_threads: Suppress[int] = 1
 
-    def __post_init__(self) -> None:
-        if isinstance(self.shift, RealityShift):  # from code: kept as its text, as the command line gives it
+    def __post_init__(self) -> None:  # from code: a RealityShift kept as its text, paths as strings (as typed)
+        if isinstance(self.shift, RealityShift):
             object.__setattr__(self, "shift", shift_text(self.shift) or None)
+        for name in ("policy", "run_dir", "resume", "init_from"):
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
 
 
 @dataclass(frozen=True)
