@@ -170,7 +170,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
     (run_dir / "config.json").write_text(json.dumps({  # after a calibrated start: the learner's start is known
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
-        "realtime": realtime, "seed": seed}, indent=2, default=str))
+        "realtime": realtime, "seed": seed, "settings": dataclasses.asdict(cfg)}, indent=2, default=str))
     learner = LearnerProcess(learner_cfg)
     learner.start()
     res_policy = ResidualPolicy(base, residual, learner.board, learner.status, explore=True, seed=seed)

@@ -15,8 +15,8 @@ from robot_rl.typed_yaml import ConfigError
 
 DESCRIPTION = """Residual off-policy fine-tuning of an exported policy on a robot (sim, DDS bridge or hardware).
 
-Presets (a first word naming one; default scratch): {presets}. `robot-rl finetune calibrated --help` shows a
-preset's values."""
+Settings start from a named preset, given as the first word (default: scratch): {names}. This one, {name}: {summary}.
+`robot-rl finetune PRESET --help` shows a preset's values."""
 
 
 def parse(args: list[str], prog: str = "robot-rl finetune") -> FinetuneCfg:
@@ -25,11 +25,10 @@ def parse(args: list[str], prog: str = "robot-rl finetune") -> FinetuneCfg:
     if chosen:
         name, args = args[0], args[1:]
     default, summary = PRESETS[name]
-    presets = "; ".join(f"{k}: {doc}" for k, (_, doc) in PRESETS.items())
     with checks_deferred():  # checked below, where a bad value makes the command's one-line error
         cfg = tyro.cli(tyro.conf.OmitArgPrefixes[FinetuneCfg], args=args, default=default,  # type: ignore[misc]
                        prog=f"{prog} {name}" if chosen else prog,
-                       description=DESCRIPTION.format(presets=presets) + f"\n\nThis preset: {name}: {summary}.")
+                       description=DESCRIPTION.format(names=", ".join(PRESETS), name=name, summary=summary))
     try:  # the settings' own checks name the setting and the bad value: a one-line error, not a traceback
         check(cfg)
         return cfg
