@@ -27,6 +27,11 @@ policy's correction of the base clipped to the residual's bound: what that bound
     .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
         [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
         [--markdown-out benchmarks/RESULTS_residual.md --png benchmarks/RESULTS_residual.png]
+
+The settings flags (``--fraction``, ``--lr``, ``--calibrate`` ...) set fields of the product's ``FinetuneCfg`` over a
+preset (:func:`settings`). Variants the results did not support were removed at commit eaf2417 (git history has
+them): ``--history``, ``--algorithm td3`` / ``--explore-std``, ``--critic-dropout``, ``--actor-ema`` and
+``--command-every-s``; RESULTS_residual.md lists their runs.
 """
 
 from __future__ import annotations
