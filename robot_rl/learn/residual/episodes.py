@@ -58,13 +58,8 @@ class EpisodeCfg:
     # Legged: after the episode, the policy stands still (zero command) this long before the stop, so the robot
     # is at rest when it is damped and ramped up again (not recorded, not learned from).
     stand_s: float = 1.0
-    # A command schedule (run_episode given several commands): each is held this long, then the next one takes
-    # over mid-episode, as an operator's joystick (and the task's training, ``command_resample_s``) would.
-    command_every_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.command_every_s is not None and self.command_every_s <= 0:
-            raise ValueError(f"command_every_s must be positive, got {self.command_every_s}")
         if self.train_length_s is not None and self.train_length_s <= 0:
             raise ValueError(f"train_length_s must be positive, got {self.train_length_s}")
 
@@ -157,14 +152,6 @@ class EpisodeLoop:
             self.recorder(state, result.command)
         return state, result, missed
 
-    def _record_sent(self, result: StepResult) -> None:
-        """Where the safety chain changed this tick's targets, the transition records what it sent
-        (``ResidualCfg.learn_sent``)."""
-        if result.mode is ControllerMode.RUNNING and not np.array_equal(result.command.q_target,
-                                                                       result.proposed.q_target):
-            action = self.runtime.controller.action
-            self.policy.record_sent(action.encode(result.command.q_target, self.runtime.spec.default_positions))
-
     def _reset(self, command: np.ndarray) -> None:
         rt = self.runtime
         if self.recorder is not None:  # a person may set the robot down between episodes: the log breaks here
@@ -203,15 +190,11 @@ class EpisodeLoop:
     def run_episode(self, command: np.ndarray, *, explore: bool, learn: bool, scene: SimScene | None = None
                     ) -> EpisodeResult:
         """Reset, then run the policy until the episode ends. ``learn``: write transitions to the learner.
-        ``command``: one command, or a schedule of shape (k, command_dim), each held ``cfg.command_every_s``.
+        ``command``: the episode's command.
         ``scene``: the episode's layout (push tasks; required there), set on the robot after the ramp."""
         cfg, policy = self.cfg, self.policy
-        schedule = np.atleast_2d(np.asarray(command, dtype=np.float64))
-        if len(schedule) > 1 and cfg.command_every_s is None:
-            raise ValueError(f"a schedule of {len(schedule)} commands needs EpisodeCfg.command_every_s")
+        command = np.asarray(command, dtype=np.float64).reshape(-1)
         length_s = cfg.length_for(learn)
-        every = max(1, round((cfg.command_every_s or length_s) / self.period))
-        command = schedule[0]
         pushing = self.reward.task.objective == "push"
         if pushing and scene is None:
             raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
@@ -233,8 +216,6 @@ class EpisodeLoop:
             policy_ticks = policy.ticks
             state, result, missed = self._tick(human_poll=True)
             acted = policy.ticks != policy_ticks
-            if acted and policy.cfg.learn_sent:
-                self._record_sent(result)
             res.missed_deadlines += missed
             res.safety_events += len(result.events)
             faulted = result.mode is ControllerMode.DAMPING
@@ -281,11 +262,6 @@ class EpisodeLoop:
             if ended_by is not None:
                 res.ended_by = ended_by
                 break
-            if res.ticks % every == 0 and res.ticks // every < len(schedule):
-                # The next tick's observation carries the new command. The one transition that straddles the
-                # change is rewarded under the new command, as in the training env (resampled after a step).
-                command = schedule[res.ticks // every]
-                self.runtime.set_command(command)
             have_prev = True
             np.copyto(self._prev_state, policy.state)
             np.copyto(self._prev_unit, policy.unit_residual)
