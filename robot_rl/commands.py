@@ -7,6 +7,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
+from robot_rl.core.validate import positive
 from robot_rl.robots.spec import available_robots, load_robot
 
 
@@ -51,6 +52,7 @@ def stand(
     """Stand check: hold each robot's default pose under PD in MuJoCo and PyBullet; print a table."""
     from robot_rl.robots.stand_check import stand_check
 
+    positive(duration_s=duration_s)
     robots = _embedded_robots() if robot == "all" else [robot]
     sims = ["mujoco", "pybullet"] if simulator == "both" else [simulator]
     console = Console()
