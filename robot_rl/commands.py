@@ -32,10 +32,15 @@ def robot_list() -> int:
 
 
 def robot_show(name: str, /) -> int:
-    """Print a robot spec as tables (joints, gains, limits, rates, safety, interface)."""
-    from robot_rl.robots.show import print_spec
+    """Print a robot spec as tables (joints, gains, limits, rates, safety, interface), checked against its
+    sim model when the model is on this machine (a spec joint missing from the model: exit 2)."""
+    from robot_rl.robots.show import model_check, print_spec
 
-    print_spec(load_robot(name))
+    spec = load_robot(name)
+    lines = model_check(spec)
+    print_spec(spec)
+    for line in lines:
+        print(line)
     return 0
 
 
