@@ -276,12 +276,13 @@ def check_spec_against_model(spec: RobotSpec) -> tuple[Path, list[LimitMismatch]
     path = resolve_model_path(spec)
     mjs = _load(path, keep_visual=False)
     source = spec.source_file or spec.name
-    names = [j.name for j in mjs.joints]
+    names = [j.name for j in mjs.joints if j.type != mujoco.mjtJoint.mjJNT_FREE]
+    unused = [n for n in names if n not in set(spec.joint_names)]  # where a renamed joint would be
     for i, joint in enumerate(spec.joints):
         if joint.name not in names:
-            close = difflib.get_close_matches(joint.name, names, n=3)
+            close = difflib.get_close_matches(joint.name, unused, n=3, cutoff=0.3) or unused[:3]
             raise ModelBuildError(f"{source}: joints[{i}].name {joint.name!r} is not a joint of the model {path}"
-                                  + (f" (closest: {', '.join(close)})" if close else f" ({len(names)} joints)"))
+                                  + (f" (model joints no spec joint uses: {', '.join(close)})" if close else ""))
     _check_names(mjs, spec, f"{source} (model {path})")
     scale = math.pi / 180 if mjs.compiler.degree and path.suffix.lower() != ".urdf" else 1.0
     mismatches = []
