@@ -56,7 +56,7 @@ from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand, RobotState
 
 try:
-    from mcap.exceptions import McapError
+    from mcap.exceptions import EndOfFile, McapError, RecordLengthLimitExceeded
     from mcap.records import Channel, DataEnd, Header, Message, Metadata
     from mcap.stream_reader import StreamReader
     from mcap.writer import Writer
@@ -311,7 +311,12 @@ class _LogScan:
                     if not header:  # not MCAP at all, or cut inside the first record
                         raise self._fail(f"{type(exc).__name__}: {exc}" if str(exc) else
                                          f"ends after {size} bytes, before its header") from exc
-                    self.problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    if isinstance(exc, EndOfFile | struct.error):
+                        self.problem = "the next record is cut off"
+                    elif isinstance(exc, RecordLengthLimitExceeded):
+                        self.problem = "the next record claims to be longer than the rest of the file"
+                    else:  # a chunk that does not decompress or fails its CRC: corrupt, not just cut
+                        self.problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                     break
                 self.bytes_read = stream.tell()
                 if isinstance(record, Header):

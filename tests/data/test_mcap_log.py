@@ -272,3 +272,17 @@ def test_an_existing_log_is_never_replaced_unless_asked(tmp_path) -> None:
     with DeployLogWriter(path, overwrite=True) as log:
         log.log_state(_state(0))
     assert [r.data["tick"] for r in read_log(path)] == [0]
+
+
+def test_a_log_cut_before_its_first_chunk_is_not_an_empty_clean_run(tmp_path, capsys) -> None:
+    """The old symptom: a cut log summarized as an empty 0-second run with exit 0."""
+    path = tmp_path / "run.mcap"
+    with DeployLogWriter(path) as log:
+        for k in range(100):
+            log.log_state(_state(k))
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(path.read_bytes()[:100])  # the header, then the first chunk cut off
+    assert log_summarize(str(cut)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {cut}: truncated: the file ends mid-record after byte ")
+    assert "recovered 0 records" in err
