@@ -39,6 +39,7 @@ import numpy as np
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotState
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.teleop.command import TeleopCommand
 from robot_rl.teleop.devices import Device, DeviceError, open_device
@@ -79,7 +80,7 @@ class TeleopSession:
 
     def __init__(self, spec: RobotSpec, device: Device, *, sim: str, fps: int, record: str | Path | None,
                  log: str | Path | None, task: str | None, camera: bool, policy: str | None, seed: int,
-                 out=sys.stdout) -> None:
+                 out=sys.stdout, overwrite: bool = False) -> None:
         self.spec, self.device, self.sim, self.out = spec, device, sim, out
         record, log = (None if p is None else Path(p) for p in (record, log))
         self.rng = np.random.default_rng(seed)
@@ -97,7 +98,8 @@ class TeleopSession:
             from robot_rl.teleop.recorder import TeleopLogWriter
 
             path = log or record / "raw" / f"teleop-{time.strftime('%Y%m%d-%H%M%S')}.mcap"
-            self.log = TeleopLogWriter(path, metadata={"robot": spec.name, "device": type(device).__name__})
+            self.log = TeleopLogWriter(path, metadata={"robot": spec.name, "device": type(device).__name__},
+                                       overwrite=overwrite)
             self.say(f"raw session log: {path}")
         if record is not None:
             self._setup_recorder(record, fps, camera)
@@ -335,7 +337,7 @@ def _stop_on_signals(session_ref: list):
 
 def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = None, sim: str = "mujoco",
            fps: float | None = None, duration_s: float | None = None, task: str | None = None, camera: bool = False,
-           policy: str | None = None, log: str | None = None, seed: int = 0) -> int:
+           policy: str | None = None, log: str | None = None, overwrite: bool = False, seed: int = 0) -> int:
     """Drive a simulated robot from a keyboard, gamepad or SpaceMouse; optionally record LeRobot demos.
 
     Args:
@@ -348,13 +350,18 @@ def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = 
         task: arm task (default: panda-push for the Panda).
         camera: record a rendered camera view (needs MUJOCO_GL=egl or osmesa without a display).
         policy: walking policy for a legged robot (default: policies/ROBOT_flat/policy.onnx if present).
-        log: MCAP file for the raw session (default with --record: DIR/raw/teleop-TIME.mcap).
+        log: MCAP file for the raw session (default with --record: DIR/raw/teleop-TIME.mcap). An existing
+            file is refused, unless --overwrite.
+        overwrite: replace an existing --log file (the dataset is never replaced: --record appends).
         seed: seed for the task's scene layouts.
     """
     if sim not in SIMULATORS:
         raise TeleopError(f"--sim {sim!r}: choose one of {', '.join(SIMULATORS)}")
-    if duration_s is not None and not duration_s > 0:
-        raise TeleopError(f"--duration-s must be positive, got {duration_s}")
+    positive(duration_s=duration_s, fps=fps)
+    non_negative(seed=seed)
+    if log is not None and not overwrite and Path(log).exists():
+        raise TeleopError(f"--log {log}: a file is already there; choose another path, or pass --overwrite to "
+                          "replace it")
     if camera and record is not None:
         from robot_rl.teleop.camera import prefer_headless_gl
 
@@ -373,7 +380,7 @@ def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = 
         print(f"teleop {spec.name} ({sim}) with {device}. {HELP}", flush=True)
         with _stop_on_signals(session_ref):
             session_ref.append(TeleopSession(spec, dev, sim=sim, fps=fps_int, record=record, log=log, task=task,
-                                             camera=camera, policy=policy, seed=seed))
+                                             camera=camera, policy=policy, seed=seed, overwrite=overwrite))
             return session_ref[0].run(duration_s)
     except DeviceError as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
