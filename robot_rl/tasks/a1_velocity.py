@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 from robot_rl.robots.spec import load_robot
-from robot_rl.sim.randomization import RandomizationCfg
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
 from robot_rl.tasks.terrain import TerrainCfg

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.hardware.sim_robot import SceneBox, SimScene
-from robot_rl.sim.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
 

@@ -6,10 +6,10 @@ ready pose. Success is the tip within 2 cm of the target at the end of the episo
 
 from __future__ import annotations
 
-from robot_rl.sim.randomization import RandomizationCfg
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
 

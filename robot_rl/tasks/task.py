@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from robot_rl.sim.randomization import RandomizationCfg
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout
+from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg
 from robot_rl.tasks.terrain import TerrainCfg
 
