@@ -14,9 +14,11 @@ numpy in, numpy out; ``robot_rl.learn.ppo`` adapts it to rsl_rl's VecEnv and ``r
 Gymnasium's vector API. Autoreset is immediate: the observation returned for a finished env is the first
 of its next episode.
 
-Push tasks (learned from demos, not by PPO) run here too, for residual training in a calibrated sim: the task's
-scene (table, cube) is built into the world, each episode draws a layout from the task's own sampler (the cube's
-start; the goal is the command), the cube's position is observed and rewarded, and success is the task's own.
+The env runs any task through its terms (``robot_rl.tasks.terms``) without asking which task it is: commands
+come from the task's command term, the task-side reward inputs from its reward-input terms, the episode metrics
+from its metric terms. A task with an observation source (push: learned from demos, run here for residual training
+in a calibrated sim) has its scene (table, cube) built into the world; each episode draws a layout from the
+source's sampler (the object's start; the goal is the command), and the object's position is observed.
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ from robot_rl.sim.world import build_training_world, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
-from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
+from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.terms import TaskSignals
 
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
-OBJECTIVES = (*PPO_OBJECTIVES, "push")  # what this env computes rewards and metrics for
 
 
 @dataclass
@@ -74,16 +76,13 @@ class MujocoVecEnv:
         actuator scales for the chain's torque limit)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be ≥ 1, got {num_envs}")
-        if task.objective not in OBJECTIVES:
-            raise ValueError(f"task {task.name!r} ({task.objective}) is not simulated by the vectorized env, "
-                             f"which runs {', '.join(OBJECTIVES)} tasks")
         self.task = task
         self.spec = spec = load_robot(task.robot) if spec is None else spec
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} runs on {task.robot!r}, not on the given spec {spec.name!r}")
         self.num_envs = n = num_envs
         self.rng = np.random.default_rng(seed)
-        self.push = PushObject(task) if task.objective == "push" else None
+        self.push = None if task.terms.source is None else PushObject(task.terms.source)
         if self.push is not None and fixed_command is not None:
             raise ValueError(f"task {task.name!r}: a push episode's command is its layout's goal, it cannot be fixed")
         self.fixed_command = None if fixed_command is None else self._checked_command(task, fixed_command)
@@ -152,8 +151,7 @@ class MujocoVecEnv:
         self.last_dq = np.zeros((n, j))
         self.feet = FootAirTime(n, len(robot.foot_body_ids), self.dt)
         self._episode_sums: dict[str, np.ndarray] = {t.name: np.zeros(n) for t in task.rewards.terms}
-        self._tracking_err_sum = np.zeros(n)  # Σ |v_xy − command_xy|
-        self._signed_err_sum = np.zeros((n, 2))  # Σ (v_xy − command_xy): the error of the mean velocity
+        self._metrics = [term.make(n) for term in task.terms.metrics]
         self._steps_taken = np.zeros(n, dtype=np.int64)  # episode_length may start > 0 (rsl_rl spreads it)
         self._step_count = 0
         # The reward settings with the robot's facts filled in (the nominal base height from the spec).
@@ -275,8 +273,8 @@ class MujocoVecEnv:
         self.critic_obs_builder.reset(ids)
         for sums in self._episode_sums.values():
             sums[ids] = 0.0
-        self._tracking_err_sum[ids] = 0.0
-        self._signed_err_sum[ids] = 0.0
+        for metric in self._metrics:
+            metric.reset(ids)
         self._steps_taken[ids] = 0
         self._has_episode[ids] = True
 
@@ -308,12 +306,7 @@ class MujocoVecEnv:
     def _sample_commands(self, k: int) -> np.ndarray:
         if self.fixed_command is not None:
             return np.tile(self.fixed_command, (k, 1))
-        cmd = self.task.commands.sample(self.rng, k)
-        if self.task.objective == "velocity_tracking":
-            small = np.linalg.norm(cmd[:, :2], axis=1) < 0.2  # too slow to walk: stand (as legged_gym)
-            cmd[small, :2] = 0.0
-            cmd[self.rng.random(k) < self.task.standing_fraction] = 0.0
-        return cmd
+        return self.task.terms.commands.sample(self.task.commands, self.rng, k)
 
     # ------------------------------------------------------------------------------------------------
     # Step
@@ -368,13 +361,12 @@ class MujocoVecEnv:
         self.last_dq[:] = f["dq"]
         for name, value in parts.items():
             self._episode_sums[name] += value
-        if self.task.objective == "velocity_tracking":
-            err = f["base_lin_vel"][:, :2] - self.commands[:, :2]
-            self._tracking_err_sum += np.linalg.norm(err, axis=1)
-            self._signed_err_sum += err
+        signals = self._signals(f)
+        for metric in self._metrics:
+            metric.step(signals)
 
         done = terminated | truncated
-        finished = self._episode_metrics(np.flatnonzero(done), terminated) if done.any() else {}
+        finished = self._episode_metrics(np.flatnonzero(done), terminated, signals) if done.any() else {}
         if done.any():  # what the finished envs' last observation is built from (Gymnasium's final_obs)
             self.final_obs_inputs = _copied(self._obs_inputs(f))
         log = {k: float(np.mean(v)) for k, v in finished.items()}
@@ -421,11 +413,16 @@ class MujocoVecEnv:
             adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
             force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
             inputs.first_contact, inputs.air_time = self.feet.update(force)
-        if self.task.objective == "reach":
-            inputs.ee_error = np.linalg.norm(self.end_effector_pos() - self.commands, axis=1)
-        if self.push is not None:
-            inputs.object_pos, inputs.tool_pos = f["object_pos"], self.end_effector_pos()
+        signals = self._signals(f)
+        for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)
+            for name, value in term(signals).items():
+                setattr(inputs, name, value)
         return compute_rewards(self.rewards_cfg, inputs)
+
+    def _signals(self, f: dict[str, np.ndarray]) -> TaskSignals:
+        """What the task's terms read: the command, the tool point (arms), the task object, the base velocity."""
+        return TaskSignals(self.commands, self.end_effector_pos if self.task.terms.uses_tool else None,
+                           f.get("object_pos"), f.get("base_lin_vel"))
 
     def end_effector_pos(self) -> np.ndarray:
         """(N, 3) tool point in the base frame at the end of the last step (read from its sensors)."""
@@ -444,22 +441,14 @@ class MujocoVecEnv:
         if len(due):
             self.commands[due] = self._sample_commands(len(due))
 
-    def _episode_metrics(self, ids: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
+    def _episode_metrics(self, ids: np.ndarray, terminated: np.ndarray, signals: TaskSignals) -> dict[str, np.ndarray]:
         steps = np.maximum(self._steps_taken[ids], 1)
         length_s = steps * self.dt
         out = {f"Episode_Reward/{k}": v[ids] / length_s for k, v in self._episode_sums.items()}
         out["Episode/length_s"] = length_s
         out["Episode/fell"] = terminated[ids].astype(float)
-        if self.task.objective == "velocity_tracking":
-            out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
-            out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
-        if self.push is not None:
-            cube = self.push.position(self.state[ids], self._base_pos0, self._base_rot0)
-            out |= self.push.episode_metrics(cube, self.commands[ids])
-        elif self.task.objective == "reach":
-            err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
-            out["Episode/final_distance_m"] = err
-            out["Episode/success"] = (err < self.task.rewards.reach_tolerance_m).astype(float)
+        for metric in self._metrics:
+            out |= metric.finish(ids, signals)
         return out
 
     def close(self) -> None:

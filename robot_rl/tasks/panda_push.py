@@ -27,6 +27,7 @@ from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
+from robot_rl.tasks.terms import ObjectSource, push
 
 ROBOT = "panda"
 NAME = "panda-push"
@@ -127,11 +128,16 @@ def push_success(object_pos: np.ndarray | None, goal_xy: np.ndarray) -> bool:
     return bool(on_table and goal_distance(object_pos, goal_xy) < SUCCESS_RADIUS_M)
 
 
+# The cube, as the task's observation source: its scene, its episode layouts, the task's success test.
+SOURCE = ObjectSource(sample_episode=sample_episode, scene_at=push_scene, goal_distance=goal_distance,
+                      success=push_success)
+
+
 def panda_push() -> TaskCfg:
     return TaskCfg(
         name=NAME,
         robot=ROBOT,
-        objective="push",
+        terms=push(SOURCE),
         description="Panda pushes a cube across a table to a goal with its closed fingers (learned from demos)",
         actor_obs=ACTOR_OBS,
         critic_obs=ACTOR_OBS,

@@ -12,6 +12,7 @@ from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
+from robot_rl.tasks.terms import reach
 
 ROBOT = "panda"
 
@@ -65,7 +66,7 @@ def panda_reach() -> TaskCfg:
     return TaskCfg(
         name="panda-reach",
         robot=ROBOT,
-        objective="reach",
+        terms=reach(REWARDS.reach_tolerance_m),
         description="Panda end effector to random targets in the base frame",
         actor_obs=ACTOR_OBS,
         critic_obs=CRITIC_OBS,
