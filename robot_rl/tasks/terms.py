@@ -9,7 +9,7 @@ rows for N envs and the robot-side code for one robot, so both compute the same 
 
 Layering: tasks are configuration; ``sim`` and ``learn`` import tasks, never the other way round. The gate's
 scenario and scoring depend on the evaluation's own types, so a task names its gate (:attr:`TaskTerms.gate`)
-and ``robot_rl.evaluation.gate_terms`` holds the implementation under that name.
+and ``robot_rl.evaluation`` keeps its scenario and checks under that name (``SCENARIOS``, ``GATE_CHECKS``).
 """
 
 from __future__ import annotations
@@ -223,7 +223,12 @@ class TaskTerms:
     # the play video draws the target. None: no tool-point target.
     tool_target_m: float | None = None
     track_velocity: bool = False  # residual episodes log the base velocity's error to the command
-    gate: str | None = None  # the sim2sim gate's scenario and scoring (robot_rl.evaluation.gate_terms); None: none
+    gate: str | None = None  # the sim2sim gate's scenario and checks (robot_rl.evaluation); None: no gate
+
+    @property
+    def state_success(self) -> bool:
+        """Success is decided from a state (the object's, by the source's test): evaluations rank by it first."""
+        return self.source is not None
 
 
 def velocity_tracking(standing_fraction: float = 0.0) -> TaskTerms:

@@ -121,7 +121,7 @@ class EpisodeLoop:
             raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime for hardware")
         if realtime and pace is not None:
             raise ValueError("a real-time loop never waits for the learner: pace is for lockstep simulation only")
-        if reward.task.objective == "push" and not hasattr(robot, "reset_scene"):
+        if reward.task.terms.source is not None and not hasattr(robot, "reset_scene"):
             raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
                              "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
@@ -212,7 +212,7 @@ class EpisodeLoop:
         length_s = cfg.length_for(learn)
         every = max(1, round((cfg.command_every_s or length_s) / self.period))
         command = schedule[0]
-        pushing = self.reward.task.objective == "push"
+        pushing = self.reward.task.terms.source is not None
         if pushing and scene is None:
             raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
         self._reset(command)
@@ -227,8 +227,8 @@ class EpisodeLoop:
         res = EpisodeResult(ended_by="time_limit")
         have_prev = False
         self._prev_action[:] = 0.0
-        arm = self.reward.kinematics is not None and self.reward.task.objective == "reach"
-        walking = self.reward.task.objective == "velocity_tracking"
+        arm = self.reward.kinematics is not None and self.reward.task.terms.tool_target_m is not None
+        walking = self.reward.task.terms.track_velocity
         while True:
             policy_ticks = policy.ticks
             state, result, missed = self._tick(human_poll=True)

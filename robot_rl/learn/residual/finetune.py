@@ -147,11 +147,11 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     task = policy_task(policy)
     if task.robot != spec.name:
         raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
-    if task.objective == "push" and interface != "sim":
+    if task.terms.source is not None and interface != "sim":
         raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
-    if command_every_s is not None and task.objective == "push":
+    if command_every_s is not None and task.terms.source is not None:
         raise ConfigError("--command-every-s", str(command_every_s), f"task {task.name!r} has one goal per layout")
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
     realtime = interface != "sim" if realtime is None else realtime
@@ -306,7 +306,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
                                           notes=notes)
         if best_flat is not None:
             picked = {"selected_at_transitions": report.best["transitions"],
-                      "selected_by": "success, return" if task.objective == "push" else "return"}
+                      "selected_by": "success, return" if task.terms.state_success else "return"}
             report.exported_best = export_residual(policy, best_flat, residual, run_dir / "policy_residual_best.onnx",
                                                    notes=notes | picked)
     return report
