@@ -78,13 +78,14 @@ class TaskObservation:
         self.builder.reset()
         self.last_action.fill(0.0)
 
-    def __call__(self, state: RobotState, command: np.ndarray) -> np.ndarray:
+    def __call__(self, state: RobotState, command: np.ndarray, object_pos: np.ndarray | None = None) -> np.ndarray:
+        """``object_pos``: the task's object with this state (its observation source; RobotState has none)."""
         inputs = ObsInputs(
             q=state.q[None], dq=state.dq[None], default_q=self.default_q, base_quat=state.base_quat[None],
             base_ang_vel=state.base_ang_vel[None], command=np.asarray(command, dtype=np.float64)[None],
             last_action=self.last_action,
             base_lin_vel=None if state.base_lin_vel is None else state.base_lin_vel[None],
-            object_pos=None if state.object_pos is None else np.asarray(state.object_pos)[None],
+            object_pos=None if object_pos is None else np.asarray(object_pos)[None],
         )
         return self.builder.compute(inputs)[0].copy()
 
@@ -142,13 +143,14 @@ def run_push_episode(
     observe = TaskObservation(task, spec)
     n_run = round(task.episode_length_s / spec.timing.policy_period_s)
     runtime = DeployRuntime(spec, controller)
+    runtime.observe_objects(robot)  # the cube: the scene is the task's observation source
     runtime.set_command(episode.command)
     runtime.arm()
     running, faulted, opened = 0, False, False
     saved_before = len(recorder.saved) if recorder is not None else 0
     robot.connect()
     try:
-        state = robot.read()
+        state, cube = robot.read(), robot.object_position()  # the cube as the state was read
         while running < n_run:
             command = device.poll() if device is not None else None
             if command is not None:
@@ -165,15 +167,15 @@ def run_push_episode(
             robot.write(result.command)
             if result.mode is ControllerMode.RUNNING:
                 if recorder is not None and recorder.recording:
-                    env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
+                    env = np.concatenate([cube, controller.last_command]).astype(np.float32)
                     label = expert_label(controller)  # with demo noise: the clean action, not the sent one
-                    recorder.add_frame({"observation.state": observe(state, controller.last_command),
+                    recorder.add_frame({"observation.state": observe(state, controller.last_command, cube),
                                         "observation.environment_state": env,
                                         "action": np.asarray(label, dtype=np.float32),
                                         EXECUTED_ACTION: controller.last_raw_action.astype(np.float32)}, command)
                 running += 1
-            state = robot.read()
-        final = state.object_pos
+            state, cube = robot.read(), robot.object_position()
+        final = cube
     finally:
         robot.close()
     if recorder is not None and recorder.recording:

@@ -3,9 +3,9 @@
 The robot stands at the table's edge (its base at table height); the cube starts in front of it and the
 goal — the task command ``(goal_x, goal_y)``, base frame — lies 10–18 cm away, within 60° of straight
 away from the robot (pushes towards the base would need the hand beyond the cube, at the edge of
-reach). The actor observes the joints, the cube's position (``RobotState.object_pos``: simulators fill
-it, on hardware a perception source must) and the goal. Success: the cube's centre within 3 cm of the
-goal (in the table plane) at the end of the episode.
+reach). The actor observes the joints, the cube's position (``object_pos``, from the task's observation source
+:data:`SOURCE`: simulators read their scene, on hardware a perception source must) and the goal. Success: the
+cube's centre within 3 cm of the goal (in the table plane) at the end of the episode.
 
 The task is learned from demonstrations (scripted expert or teleop → LeRobot dataset → behaviour cloning,
 ``robot_rl.learn.bc``), not by PPO from scratch: its PPO settings are unused. The scene is built in every

@@ -23,7 +23,7 @@ from robot_rl.tasks.terms import TaskTerms
 from robot_rl.tasks.terrain import TerrainCfg
 
 # Observation terms a real robot of each kind measures. The actor may use no others. ``object_pos`` is
-# measured on hardware by a perception source (camera tracker, mocap) that fills RobotState.object_pos.
+# measured on hardware by a perception source (camera tracker, mocap): the task's observation source.
 MEASURED_TERMS = frozenset(
     {"base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action", "object_pos"}
 )

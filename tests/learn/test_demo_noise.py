@@ -17,8 +17,7 @@ TASK = make_task("panda-push")
 
 
 def _state(q):
-    return RobotState(0.0, 1, np.asarray(q, dtype=np.float64), np.zeros(7), np.zeros(7),
-                      object_pos=np.array([0.45, 0.0, 0.025]))
+    return RobotState(0.0, 1, np.asarray(q, dtype=np.float64), np.zeros(7), np.zeros(7))
 
 
 def _teleop_ticks(controller, ticks, rate=(0.3, 0.0, 0.0)):

@@ -36,7 +36,7 @@ import numpy as np
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
-from robot_rl.core.types import JointCommand, RobotInterface, RobotState
+from robot_rl.core.types import JointCommand, ObjectSensor, RobotInterface, RobotState
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
@@ -125,6 +125,9 @@ class EpisodeLoop:
             raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
                              "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
+        # The task's observation source (a simulated scene's object), read with every state: not in RobotState.
+        self.objects = robot if isinstance(robot, ObjectSensor) else None
+        runtime.observe_objects(robot)
         self.write, self.intervention, self.pace, self.recorder = write, intervention, pace, recorder
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
         self.period = runtime.spec.timing.policy_period_s
@@ -147,6 +150,7 @@ class EpisodeLoop:
         else:
             now = self.robot.sim_time()
         state = self.robot.read()
+        self.reward.observe_object(None if self.objects is None else self.objects.object_position())
         self.human = NO_INPUT
         if human_poll and self.intervention is not None:
             self.human = self.intervention.poll(state, self.runtime.controller.last_command)
@@ -302,6 +306,7 @@ class EpisodeLoop:
                 self._tick()
         if pushing:  # the task's criterion on the scene as the episode leaves it
             final = self.robot.read()
+            self.reward.observe_object(None if self.objects is None else self.objects.object_position())
             res.final_object_error_m = self.reward.object_error(final, command)
             res.success = self.reward.success(final, command) and res.ended_by not in ("safety_stop", "estop")
         self.runtime.stop()

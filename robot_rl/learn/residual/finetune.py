@@ -7,7 +7,7 @@
 Push tasks (panda-push: a BC policy) run on the in-process sim only: every episode draws a layout (cube
 start, goal) from the task's sampler and the scene is reset to it after the ramp
 (:mod:`robot_rl.learn.residual.scenes`); the reward is the task's ``RewardsCfg`` (cube → goal distance,
-success radius) from ``RobotState.object_pos``, and evaluations report the task's success rate.
+success radius) from the scene's cube (the task's observation source), and evaluations report the task's success rate.
 
 The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
 training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:

@@ -3,10 +3,11 @@
 The training env computes rewards from simulator quantities; on hardware only ``RobotState`` is there. This
 module builds the task's :class:`~robot_rl.tasks.rewards.RewardInputs` for one robot from the state:
 joint positions, velocities and torques; the IMU (orientation, gyro); the tool point by forward kinematics
-of the measured joints (arms); the pushed object's position (``object_pos``: a simulator's scene, or a
-perception source on hardware; push tasks); base velocity and position only when the interface provides them (a
-simulator, or an estimator on hardware). Terms whose inputs the robot does not report (e.g. the feet's air
-time: no contact sensors in ``RobotState``) are dropped, once, at the first state, and listed in
+of the measured joints (arms); the pushed object's position (push tasks: from the task's observation source, not
+``RobotState`` — a simulator's scene, or a perception source on hardware — via :meth:`StateReward.observe_object`);
+base velocity and position only when the interface provides them (a simulator, or an estimator on hardware).
+Terms whose inputs the robot does not report (e.g. the feet's air time: no contact sensors in ``RobotState``) are
+dropped, once, at the first state, and listed in
 :attr:`StateReward.dropped` — the reward is then the task's reward restricted to what can be measured.
 
 A person's sparse success signal (a key or button, ``RecorderButtons.success``) is added by the episode
@@ -57,6 +58,11 @@ class StateReward:
         self.used: tuple[str, ...] | None = None  # fixed at the first state
         self.dropped: tuple[str, ...] = ()
         self._last_dq: np.ndarray | None = None
+        self._object_pos: np.ndarray | None = None  # the task object with the last state (observe_object)
+
+    def observe_object(self, object_pos: np.ndarray | None) -> None:
+        """The task's object where the state just read finds it (its observation source); None: not seen."""
+        self._object_pos = None if object_pos is None else np.asarray(object_pos, dtype=np.float64)
 
     def reset(self) -> None:
         self._last_dq = None
@@ -73,9 +79,9 @@ class StateReward:
         robot reports no object position (no perception)."""
         if self.task.terms.source is None:
             raise ValueError(f"task {self.task.name!r} pushes no object")
-        if state.object_pos is None or not np.all(np.isfinite(state.object_pos)):
+        if self._object_pos is None or not np.all(np.isfinite(self._object_pos)):
             return float("inf")
-        return float(np.linalg.norm(np.asarray(state.object_pos)[:2] - np.asarray(command)[:2]))
+        return float(np.linalg.norm(self._object_pos[:2] - np.asarray(command)[:2]))
 
     def success(self, state: RobotState, command: np.ndarray) -> bool | None:
         """The task's own success criterion on ``state`` (push: the object within the task's radius of the
@@ -83,7 +89,7 @@ class StateReward:
         source = self.task.terms.source
         if source is None:
             return None
-        return source.success(state.object_pos, np.asarray(command)[:2])
+        return source.success(self._object_pos, np.asarray(command)[:2])
 
     def failed(self, state: RobotState) -> bool:
         """The task's own failure terminations that a state can show (tilt, base height on flat ground)."""
@@ -114,14 +120,14 @@ class StateReward:
                 inputs.base_lin_vel = np.asarray(state.base_lin_vel, dtype=np.float64)[None]
             if state.base_pos is not None and self.task.terrain is None:  # flat ground: height is z
                 inputs.base_height = np.array([state.base_pos[2]])
-        kin, obj = self.kinematics, state.object_pos
+        kin, obj = self.kinematics, self._object_pos
 
         def tool_pos() -> np.ndarray:  # forward kinematics of the measured joints (the env reads its sensors)
             return np.asarray(kin.tool_pose(state.q)[0], dtype=np.float64)[None]
 
         # The same task terms as the env's, for one robot.
         signals = TaskSignals(inputs.command, None if kin is None else tool_pos,
-                              None if obj is None else np.asarray(obj, dtype=np.float64)[None], inputs.base_lin_vel)
+                              None if obj is None else obj[None], inputs.base_lin_vel)
         for term in self.task.terms.reward_inputs:
             for name, value in term(signals).items():
                 setattr(inputs, name, value)
