@@ -24,7 +24,6 @@ source's sampler (the object's start; the goal is the command), and the object's
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -155,9 +154,7 @@ class MujocoVecEnv:
         self._steps_taken = np.zeros(n, dtype=np.int64)  # episode_length may start > 0 (rsl_rl spreads it)
         self._step_count = 0
         # The reward settings with the robot's facts filled in (the nominal base height from the spec).
-        self.rewards_cfg = dataclasses.replace(
-            task.rewards, base_height_target_m=task.rewards.base_height_target_m or spec.sim_model.base_height
-        )
+        self.rewards_cfg = task.rewards.for_robot(spec.sim_model.base_height)
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)

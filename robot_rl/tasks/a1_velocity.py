@@ -52,21 +52,21 @@ COMMANDS = CommandSpec(
     ranges=((-1.0, 1.0), (-0.6, 0.6), (-1.0, 1.0)),
 )
 
+TRACKING_SIGMA = 0.25  # (m/s)² of the velocity-tracking exp kernels
+
 REWARDS_FLAT = RewardsCfg(
     terms=(
-        RewardTerm("tracking_lin_vel", 1.0),
-        RewardTerm("tracking_ang_vel", 0.5),
+        RewardTerm("tracking_lin_vel", 1.0, (("sigma", TRACKING_SIGMA),)),
+        RewardTerm("tracking_ang_vel", 0.5, (("sigma", TRACKING_SIGMA),)),
         RewardTerm("lin_vel_z", -2.0),
         RewardTerm("ang_vel_xy", -0.05),
         RewardTerm("orientation", -1.0),
         RewardTerm("torques", -0.0002),
         RewardTerm("dof_acc", -2.5e-7),
         RewardTerm("action_rate", -0.01),
-        RewardTerm("feet_air_time", 1.0),
+        RewardTerm("feet_air_time", 1.0, (("target_s", 0.5),)),  # steps longer than 0.5 s are rewarded
         RewardTerm("dof_pos_limits", -10.0),
     ),
-    tracking_sigma=0.25,
-    feet_air_time_target_s=0.5,
     only_positive=True,
 )
 

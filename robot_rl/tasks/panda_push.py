@@ -68,13 +68,11 @@ ACTOR_OBS = ObservationLayout(
 REWARDS = RewardsCfg(
     terms=(
         RewardTerm("push_distance", -5.0),
-        RewardTerm("push_kernel", 1.0),
-        RewardTerm("push_success", 2.0),
+        RewardTerm("push_kernel", 1.0, (("sigma_m", 0.05),)),
+        RewardTerm("push_success", 2.0, (("tolerance_m", SUCCESS_RADIUS_M),)),
         RewardTerm("tool_to_object", -0.2),
         RewardTerm("action_rate", -0.01),
     ),
-    push_sigma_m=0.05,
-    push_tolerance_m=SUCCESS_RADIUS_M,
 )
 
 # Every goal sample_episode can draw lies inside these (checked by the tests).

@@ -39,16 +39,16 @@ COMMANDS = CommandSpec(
     ranges=((0.3, 0.65), (-0.35, 0.35), (0.15, 0.65)),
 )
 
+SUCCESS_RADIUS_M = 0.02  # the tip this close to the target at the episode's end: success
+
 REWARDS = RewardsCfg(
     terms=(
         RewardTerm("reach_distance", -2.0),
-        RewardTerm("reach_kernel", 1.0),
-        RewardTerm("reach_success", 1.0),
+        RewardTerm("reach_kernel", 1.0, (("sigma_m", 0.1),)),
+        RewardTerm("reach_success", 1.0, (("tolerance_m", SUCCESS_RADIUS_M),)),
         RewardTerm("action_rate", -0.05),
         RewardTerm("dof_vel", -0.005),
     ),
-    reach_sigma_m=0.1,
-    reach_tolerance_m=0.02,
 )
 
 RANDOMIZATION = RandomizationCfg(
@@ -66,7 +66,7 @@ def panda_reach() -> TaskCfg:
     return TaskCfg(
         name="panda-reach",
         robot=ROBOT,
-        terms=reach(REWARDS.reach_tolerance_m),
+        terms=reach(SUCCESS_RADIUS_M),
         description="Panda end effector to random targets in the base frame",
         actor_obs=ACTOR_OBS,
         critic_obs=CRITIC_OBS,

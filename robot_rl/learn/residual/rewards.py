@@ -39,13 +39,11 @@ class StateReward:
     """The task's reward for one robot, from ``RobotState``; ``success`` and ``failed`` likewise."""
 
     def __init__(self, task: TaskCfg, spec: RobotSpec):
-        import dataclasses
 
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
         self.task, self.spec = task, spec
-        self.cfg = dataclasses.replace(task.rewards, base_height_target_m=task.rewards.base_height_target_m
-                                       or spec.sim_model.base_height)
+        self.cfg = task.rewards.for_robot(spec.sim_model.base_height)
         self.dt = spec.timing.policy_period_s
         self.soft_lower, self.soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                        task.rewards.soft_limit_fraction)
