@@ -73,7 +73,7 @@ def test_a_toy_task_of_its_own_terms_runs_in_the_env():
     try:
         np.testing.assert_allclose(env.commands, 0.4)  # its command term
         steps = env.max_episode_length
-        for k in range(steps):
+        for _ in range(steps):
             result = env.step(np.zeros((3, env.num_actions)))
             tool_z = env.end_effector_pos()[:, 2]
             # Its reward-input term feeds the reach_distance term (−1 per second; a zero action costs nothing).
