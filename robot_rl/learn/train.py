@@ -185,6 +185,8 @@ def _jsonable(value):
         return [_jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
+    if callable(value):  # a task's term (a function): recorded by name
+        return f"{value.__module__}.{value.__qualname__}"
     return value
 
 
