@@ -35,15 +35,15 @@ from robot_rl.hardware.sim_robot import scene_ids
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.filters import SafetyLimits, torque_limited_targets
 from robot_rl.sim import randomization as dr
-from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, yaw_quat
+from robot_rl.sim.env_terms import TaskTermsMixin
 from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.push_objects import PushObject
 from robot_rl.sim.world import build_training_world, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
-from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
+from robot_rl.tasks.rewards import soft_limits
 from robot_rl.tasks.task import TaskCfg
-from robot_rl.tasks.terms import TaskSignals
 
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
@@ -59,7 +59,7 @@ class StepResult:
     finished: dict[str, np.ndarray] = field(default_factory=dict)  # the same metrics per finished env
 
 
-class MujocoVecEnv:
+class MujocoVecEnv(TaskTermsMixin):
     def __init__(
         self,
         task: TaskCfg,
@@ -375,60 +375,6 @@ class MujocoVecEnv:
         self.last_finished = finished
         return StepResult(self.actor_obs, self.critic_obs, reward, terminated, truncated, log, finished)
 
-    def _failures(self, f: dict[str, np.ndarray]) -> np.ndarray:
-        t = self.task.terminations
-        failed = np.zeros(self.num_envs, dtype=bool)
-        if not self.floating:
-            return failed
-        if t.max_tilt_rad is not None:
-            failed |= tilt_angle(f["gravity"]) > t.max_tilt_rad
-        if t.min_base_height_m is not None:
-            failed |= self.base_height(f) < t.min_base_height_m
-        if t.base_contact and self.world.sensors.base_contact is not None:
-            failed |= self._sens[:, :, self.world.sensors.base_contact].max(axis=1) > 0
-        return failed
-
-    def base_height(self, f: dict[str, np.ndarray]) -> np.ndarray:
-        z = f["base_pos"][:, 2]
-        if self.task.terrain is None:
-            return z
-        return z - terrain_lib.height_at(self.task.terrain, self.heights, f["base_pos"][:, :2])
-
-    def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
-        sens = self.world.sensors
-        torque = self._sens[:, :, sens.joint_torque].mean(axis=1)
-        inputs = RewardInputs(
-            dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
-            q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
-            last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action,
-        )
-        if self.floating:
-            inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]
-            inputs.projected_gravity = f["gravity"]
-            inputs.base_height = self.base_height(f)
-            adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
-            force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
-            inputs.first_contact, inputs.air_time = self.feet.update(force)
-        signals = self._signals(f)
-        for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)
-            for name, value in term(signals).items():
-                setattr(inputs, name, value)
-        return compute_rewards(self.rewards_cfg, inputs)
-
-    def _signals(self, f: dict[str, np.ndarray]) -> TaskSignals:
-        """What the task's terms read: the command, the tool point (arms), the task object, the base velocity."""
-        return TaskSignals(self.commands, self.end_effector_pos if self.task.terms.uses_tool else None,
-                           f.get("object_pos"), f.get("base_lin_vel"))
-
-    def end_effector_pos(self) -> np.ndarray:
-        """(N, 3) tool point in the base frame at the end of the last step (read from its sensors)."""
-        sens, last = self.world.sensors, self._sens[:, -1]
-        # Sensors are read before the last substep's integration: advance by its velocity.
-        pos, vel = last[:, sens.ee_pos : sens.ee_pos + 3], last[:, sens.ee_vel : sens.ee_vel + 3]
-        world = pos + vel * self.models[0].opt.timestep
-        return (world - self._base_pos0) @ self._base_rot0
-
     def _resample_commands(self) -> None:
         every = self.task.command_resample_s
         if every is None or self.push is not None:  # a push goal belongs to the episode's layout
@@ -437,16 +383,6 @@ class MujocoVecEnv:
         due = np.flatnonzero((self.episode_length % steps == 0) & (self.episode_length > 0))
         if len(due):
             self.commands[due] = self._sample_commands(len(due))
-
-    def _episode_metrics(self, ids: np.ndarray, terminated: np.ndarray, signals: TaskSignals) -> dict[str, np.ndarray]:
-        steps = np.maximum(self._steps_taken[ids], 1)
-        length_s = steps * self.dt
-        out = {f"Episode_Reward/{k}": v[ids] / length_s for k, v in self._episode_sums.items()}
-        out["Episode/length_s"] = length_s
-        out["Episode/fell"] = terminated[ids].astype(float)
-        for metric in self._metrics:
-            out |= metric.finish(ids, signals)
-        return out
 
     def close(self) -> None:
         if self._pool is not None:

@@ -2,8 +2,10 @@
 
 ``TaskCfg`` gathers everything about a task in one frozen value: the robot (by spec name), the actor's
 and the critic's observations, the commands, the action decoding, rewards, terminations, randomization
-ranges, terrain, episode length and PPO hyper-parameters. The policy contract is built from
-``(spec, actor_obs, commands, action)``; the rest only matters in training.
+ranges, terrain, episode length and PPO hyper-parameters, and its terms (``robot_rl.tasks.terms``: what its
+kind adds — command sampling, task-side reward inputs, episode metrics, an object it observes, its gate), which
+the env, the residual episodes and the gate run without asking which task it is. The policy contract is built
+from ``(spec, actor_obs, commands, action)``; the rest only matters in training.
 
 The actor sees only what the real robot measures. The critic (asymmetric actor-critic) may also see
 quantities only a simulator knows, such as the base linear velocity; it is dropped at export.
