@@ -15,7 +15,7 @@ PANDA = load_robot("panda")
 
 def test_registered_with_the_object_in_its_observation():
     task = make_task("panda-push")
-    assert task.robot == "panda" and task.objective == "push"
+    assert task.robot == "panda" and task.objective == "push" and task.terms.source is panda_push.SOURCE
     assert [t.name for t in task.actor_obs.terms] == ["joint_pos_rel", "joint_vel", "object_pos", "command"]
     assert task.commands.names == ("goal_x", "goal_y")
 
