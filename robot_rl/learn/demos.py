@@ -98,13 +98,14 @@ def run_push_episode(
     observe = TaskObservation(task, spec)
     n_run = round(task.episode_length_s / spec.timing.policy_period_s)
     runtime = DeployRuntime(spec, controller)
+    runtime.observe_objects(robot)  # the cube: the scene is the task's observation source
     runtime.set_command(episode.command)
     runtime.arm()
     running, faulted, opened = 0, False, False
     saved_before = len(recorder.saved) if recorder is not None else 0
     robot.connect()
     try:
-        state = robot.read()
+        state, cube = robot.read(), robot.object_position()  # the cube as the state was read
         while running < n_run:
             command = device.poll() if device is not None else None
             if command is not None:
@@ -121,15 +122,15 @@ def run_push_episode(
             robot.write(result.command)
             if result.mode is ControllerMode.RUNNING:
                 if recorder is not None and recorder.recording:
-                    env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
+                    env = np.concatenate([cube, controller.last_command]).astype(np.float32)
                     label = controller.last_raw_action
-                    recorder.add_frame({"observation.state": observe(state, controller.last_command),
+                    recorder.add_frame({"observation.state": observe(state, controller.last_command, cube),
                                         "observation.environment_state": env,
                                         "action": np.asarray(label, dtype=np.float32),
                                         EXECUTED_ACTION: controller.last_raw_action.astype(np.float32)}, command)
                 running += 1
-            state = robot.read()
-        final = state.object_pos
+            state, cube = robot.read(), robot.object_position()
+        final = cube
     finally:
         robot.close()
     if recorder is not None and recorder.recording:

@@ -90,6 +90,7 @@ class TeleopSession:
         self.robot = self.runtime = self.camera = self.recorder = self.log = None
         self.stop_requested = threading.Event()  # set by SIGTERM / SIGHUP: end like a quit
         self.episode = None  # the task scene's layout (panda-push), when the task has one
+        self._cube: np.ndarray | None = None  # the scene's object at the last read (the task's observation source)
         if self.is_arm:
             self._setup_arm(task)
         else:
@@ -186,6 +187,7 @@ class TeleopSession:
             self.runtime = DeployRuntime(self.spec)
         self.robot = SimRobot(self.spec, self.sim, scene=scene)
         self.robot.connect()
+        self.runtime.observe_objects(self.robot)  # a policy observing the task's object reads it from the scene
         if command is not None:
             self.runtime.set_command(command)
         self.runtime.arm()
@@ -200,9 +202,9 @@ class TeleopSession:
 
     def _frame(self, state: RobotState, result) -> dict[str, np.ndarray]:
         if self.is_arm:
-            env = np.concatenate([state.object_pos if state.object_pos is not None else np.full(3, np.nan),
+            env = np.concatenate([self._cube if self._cube is not None else np.full(3, np.nan),
                                   self.controller.last_command])
-            frame = {"observation.state": self.observe(state, self.controller.last_command),
+            frame = {"observation.state": self.observe(state, self.controller.last_command, self._cube),
                      "observation.environment_state": np.nan_to_num(env).astype(np.float32),
                      "action": self.controller.last_raw_action.astype(np.float32)}
         else:
@@ -223,10 +225,10 @@ class TeleopSession:
         if self.is_arm:
             tool, _ = self.controller.ik.kin.tool_pose(state.q)
             parts.append("tool " + " ".join(f"{v:+.2f}" for v in tool))
-            if self.episode is not None and state.object_pos is not None:
+            if self.episode is not None and self._cube is not None:
                 from robot_rl.tasks import panda_push
 
-                cube, goal = state.object_pos, self.episode.goal_xy
+                cube, goal = self._cube, self.episode.goal_xy
                 parts.append(f"cube {cube[0]:+.2f} {cube[1]:+.2f} → goal {goal[0]:+.2f} {goal[1]:+.2f} "
                              f"({100 * panda_push.goal_distance(cube, goal):.1f} cm)")
         else:
@@ -272,6 +274,7 @@ class TeleopSession:
             self._handle_buttons(command, now)
             self._apply(command)
             state = self.robot.read()
+            self._cube = self.robot.object_position()  # the task's object as the state was read (its scene)
             result = self.runtime.step(state, now)  # lockstep sim: a late tick is not a fault (module doc)
             sent = self.robot.write(result.command)
             if self.log is not None:

@@ -36,7 +36,7 @@ import numpy as np
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
-from robot_rl.core.types import JointCommand, RobotInterface, RobotState
+from robot_rl.core.types import JointCommand, ObjectSensor, RobotInterface, RobotState
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
@@ -116,10 +116,13 @@ class EpisodeLoop:
             raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime for hardware")
         if realtime and pace is not None:
             raise ValueError("a real-time loop never waits for the learner: pace is for lockstep simulation only")
-        if reward.task.objective == "push" and not hasattr(robot, "reset_scene"):
+        if reward.task.terms.source is not None and not hasattr(robot, "reset_scene"):
             raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
                              "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
+        # The task's observation source (a simulated scene's object), read with every state: not in RobotState.
+        self.objects = robot if isinstance(robot, ObjectSensor) else None
+        runtime.observe_objects(robot)
         self.write, self.intervention, self.pace, self.recorder = write, intervention, pace, recorder
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
         self.period = runtime.spec.timing.policy_period_s
@@ -142,6 +145,7 @@ class EpisodeLoop:
         else:
             now = self.robot.sim_time()
         state = self.robot.read()
+        self.reward.observe_object(None if self.objects is None else self.objects.object_position())
         self.human = NO_INPUT
         if human_poll and self.intervention is not None:
             self.human = self.intervention.poll(state, self.runtime.controller.last_command)
@@ -195,7 +199,7 @@ class EpisodeLoop:
         cfg, policy = self.cfg, self.policy
         command = np.asarray(command, dtype=np.float64).reshape(-1)
         length_s = cfg.length_for(learn)
-        pushing = self.reward.task.objective == "push"
+        pushing = self.reward.task.terms.source is not None
         if pushing and scene is None:
             raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
         self._reset(command)
@@ -210,8 +214,8 @@ class EpisodeLoop:
         res = EpisodeResult(ended_by="time_limit")
         have_prev = False
         self._prev_action[:] = 0.0
-        arm = self.reward.kinematics is not None and self.reward.task.objective == "reach"
-        walking = self.reward.task.objective == "velocity_tracking"
+        arm = self.reward.kinematics is not None and self.reward.task.terms.tool_target_m is not None
+        walking = self.reward.task.terms.track_velocity
         while True:
             policy_ticks = policy.ticks
             state, result, missed = self._tick(human_poll=True)
@@ -278,6 +282,7 @@ class EpisodeLoop:
                 self._tick()
         if pushing:  # the task's criterion on the scene as the episode leaves it
             final = self.robot.read()
+            self.reward.observe_object(None if self.objects is None else self.objects.object_position())
             res.final_object_error_m = self.reward.object_error(final, command)
             res.success = self.reward.success(final, command) and res.ended_by not in ("safety_stop", "estop")
         self.runtime.stop()

@@ -8,7 +8,7 @@
 Push tasks (panda-push: a BC policy) run on the in-process sim only: every episode draws a layout (cube
 start, goal) from the task's sampler and the scene is reset to it after the ramp
 (:mod:`robot_rl.learn.residual.scenes`); the reward is the task's ``RewardsCfg`` (cube → goal distance,
-success radius) from ``RobotState.object_pos``, and evaluations report the task's success rate.
+success radius) from the scene's cube (the task's observation source), and evaluations report the task's success rate.
 
 The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
 training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:
@@ -119,7 +119,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
     residual, sac, replay, calibrated = cfg.residual, cfg.sac, cfg.replay, cfg.calibrated
     if task.robot != spec.name:
         raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
-    if task.objective == "push" and interface != "sim":
+    if task.terms.source is not None and interface != "sim":
         raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
@@ -262,7 +262,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
                                           notes=notes)
         if best_flat is not None:
             picked = {"selected_at_transitions": report.best["transitions"],
-                      "selected_by": "success, return" if task.objective == "push" else "return"}
+                      "selected_by": "success, return" if task.terms.state_success else "return"}
             report.exported_best = export_residual(policy, best_flat, residual, run_dir / "policy_residual_best.onnx",
                                                    notes=notes | picked)
     return report

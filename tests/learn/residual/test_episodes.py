@@ -160,7 +160,7 @@ def test_push_episodes_reset_the_cube_to_their_layout_after_the_ramp(push_base):
                            realtime=False, write=ring.write)
         one = loop.run_episode(first.command, explore=False, learn=False, scene=first.scene)
         assert one.final_object_error_m == pytest.approx(
-            panda_push.goal_distance(robot.read().object_pos, first.command), abs=1e-9)
+            panda_push.goal_distance(robot.object_position(), first.command), abs=1e-9)
         assert one.success is False  # half a second of a near-zero policy pushes nothing 10 cm
         backend = robot._backend  # the cube knocked away between episodes
         joint = backend.robot.model.body(panda_push.CUBE).jntadr[0]
