@@ -10,9 +10,9 @@ skip path from the observation (``BCConfig.linear_skip``): a demo's action is th
 small lead (the motion), and the linear path carries the "current joints" part exactly. Residual
 (``residual=True``) — the network predicts ``action − anchor``, the anchor being the current joints in
 action units read from the observation and added back inside the exported graph (the ONNX model still maps
-raw observations to absolute actions; the contract is unchanged). Measured on panda-push (50 demos): the
-residual form does worse (≈ 10–20 % against ≈ 60–75 %): nothing pulls the redundant joint back, so small
-biases walk the arm into its joint limits, while the absolute form keeps a pose to return to.
+raw observations to absolute actions; the contract is unchanged). Absolute is the default because in the
+residual form nothing pulls the redundant joint back, so small biases walk the arm into its joint limits,
+while the absolute form keeps a pose to return to (``benchmarks/results/RESULTS_bc_push.md``).
 
 Normalization: observation mean/std and output mean/std come from the training episodes; both are baked
 into the exported graph (``normalizer_baked_in``), which maps raw observations to raw actions.
@@ -62,12 +62,11 @@ class BCConfig:
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     batch_size: int = 256
-    # Gaussian noise on the normalized observations in training, per observation term (default for terms
-    # not listed). On the joints it keeps the cloned closed loop stable: without it the network's map from
-    # joints to joint targets can be expansive somewhere and the arm runs away (measured: 0 % success). On
-    # joint velocities it is large, so the policy leans on them only a little (trusting them fully makes
-    # the arm oscillate: see the panda-push observation). The cube and the goal get none: where to stop
-    # pushing is a matter of millimetres.
+    # Gaussian noise on the normalized observations in training, per observation term (default for terms not listed). On
+    # the joints it keeps the cloned closed loop stable: without it the network's map from joints to joint targets can
+    # be expansive somewhere and the arm runs away (benchmarks/results/RESULTS_bc_push.md). On joint velocities it is
+    # large, so the policy leans on them only a little (trusting them fully makes the arm oscillate: see the panda-push
+    # observation). The cube and the goal get none: where to stop pushing is a matter of millimetres.
     obs_noise: float = 0.05
     term_noise: tuple[tuple[str, float], ...] = (("joint_vel", 1.5), ("object_pos", 0.0), ("command", 0.0))
     val_fraction: float = 0.1  # episodes held out for the validation loss
@@ -313,7 +312,7 @@ def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epoch
         chunk: actions predicted per observation (1: plain BC; > 1: action chunking, first action executed).
         seed: torch / split seed.
         residual: predict the motion relative to the current joints instead of the absolute action (see the
-            module docstring; measured worse on panda-push).
+            module docstring for why it is not the default).
         eval_episodes: if > 0, run this many fresh episodes through the deploy runtime and record the success
             rate in the policy's provenance metrics and bc.json.
         eval_simulator: simulator for that evaluation.

@@ -19,15 +19,13 @@ Recorded per running tick (:func:`demo_features`: the teleop recorder's usual fe
   ``JointPositionAction`` space: ``(q_target − default) / scale`` before the safety chain (which then acts
   on a policy's output exactly as it acted on the teleop's).
 - ``action.executed`` — the action actually sent: equal to ``action`` (the column stays for datasets recorded
-  with DART noise on the executed action, removed: it did not help, ``benchmarks/RESULTS_bc_push.md``).
+  with DART noise on the executed action, since removed: ``benchmarks/results/RESULTS_bc_push.md``).
 - ``teleop.command`` — the expert's normalized device command.
 
 Layouts: drawn independently per attempt by default, as the evaluation draws them; ``layouts="stratified"``
 draws them as a Latin hypercube over the task's ranges instead (:func:`stratified_episodes`): with 50 demos,
 independent draws can leave parts of the range thin (the widest push angles, where cloned policies failed
-most), stratified ones cannot. Measured on panda-push over three demo seeds: 80 / 76 / 67 % BC success
-against 68 / 69 / 78 % — a slightly higher mean, within the seed-to-seed spread
-(``benchmarks/RESULTS_bc_push.md``).
+most), stratified ones cannot. Whether that shows in BC's success: ``benchmarks/results/RESULTS_bc_push.md``.
 
 Demos are recorded until ``episodes`` are written: the expert presses start on its first poll and stop +
 success once done (``success_frame``); an episode it never stops is discarded and counts as a failure in

@@ -93,7 +93,7 @@ def seed_everything(seed: int) -> None:
 
 def set_torch_threads(threads: int | None) -> None:
     """Default: half the cores. Torch's intra-op threads spin after each op; on 2 cores two of them starve
-    MuJoCo's rollout threads and each other (measured: PPO update 0.47 s with 1 thread, 3.4 s with 2)."""
+    MuJoCo's rollout threads and each other, so on a small machine more threads make the update slower."""
     import torch
 
     torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) // 2))

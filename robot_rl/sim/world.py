@@ -92,7 +92,7 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
     if scene is not None:
         no_gravcomp_on_objects(m, scene)
     else:
-        # Training physics: MuJoCo's default pyramidal friction cone, ~1.8x faster than the elliptic cone with
+        # Training physics: MuJoCo's default pyramidal friction cone, markedly cheaper than the elliptic cone with
         # impratio 100 the model builder uses for faithful standing (no foot creep). Feet slipping a little
         # more is harmless under friction randomization, and the sim2sim gate then checks the policy against
         # the stiffer-friction MuJoCo model and PyBullet: a second, different contact model for free. A scene

@@ -1,7 +1,10 @@
 """Unitree A1 velocity tracking: follow (lin_vel_x, lin_vel_y, ang_vel_z) commands, on flat or rough ground.
 
-Rewards, observation scales and noise follow legged_gym's A1 setup; ranges of the randomization follow
-the anchors collected in REFERENCE.md. Robot facts (base height, tilt limit) come from the A1 spec.
+Rewards, observation scales and noise follow legged_gym's A1 setup. The randomization ranges are the ones
+common to the open legged-robot recipes (MuJoCo Playground's Go1 joystick, unitree_rl_gym, Isaac Lab, mjlab):
+friction ×0.4–1.0, base mass −1..+3 kg, link masses ×0.9–1.1, COM ±5 cm, gains and motor strength ×0.9–1.1,
+up to one step of action latency; pushes as legged_gym's (every 15 s, up to 1 m/s). Robot facts (base height,
+tilt limit) come from the A1 spec.
 """
 
 from __future__ import annotations
@@ -86,10 +89,10 @@ RANDOMIZATION = RandomizationCfg(
     observation_noise=True,
 )
 
-# 256 envs × 24 steps = 6144 samples per iteration. On 2 cores, collecting them takes ~0.8 s while the robots
-# still fall (contacts make physics ~2× dearer) and ~0.4 s once they stand; the PPO update takes 0.19 s with
-# 128-64-32 nets (0.43 s with 256-128-64, 0.98 s with legged_gym's 512-256-128, measured on one torch
-# thread). A 30-minute budget (train --max-minutes 30) thus buys ~2000–3000 iterations, 12–18 M steps.
+# 256 envs × 24 steps = 6144 samples per iteration, sized for 2 CPU cores: the nets are smaller than legged_gym's
+# 512-256-128 because on one torch thread the PPO update's cost grows with them, and a 30-minute budget
+# (train --max-minutes 30) should still buy thousands of iterations (timings: benchmarks/results/RESULTS_training.md
+# and RESULTS_env_throughput.md).
 PPO = PPOCfg(
     num_envs=256,
     num_steps_per_env=24,
@@ -128,8 +131,8 @@ def a1_flat() -> TaskCfg:
         episode_length_s=20.0,
         command_resample_s=10.0,
         ppo=PPO,
-        # benchmarks/RESULTS_residual.md (A1 variants): 1e-3 recovered 0.41–0.57 of a kp ×0.7 / +4 kg / latency /
-        # friction gap in 20k transitions over four seeds, the default 3e-4 0.07–0.50 (32 commands each).
+        # Higher than SAC's 3e-4: on the A1 sim-as-real benchmark, 1e-3 closed more of the gap within the
+        # robot-transition budget, consistently across seeds (benchmarks/results/RESULTS_residual.md).
         finetune_lr=1e-3,
         terrain=None,
     )

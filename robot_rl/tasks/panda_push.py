@@ -49,8 +49,8 @@ PUSH_ANGLE_RANGE_RAD = (-np.pi / 3, np.pi / 3)
 # Joint velocities are observed, but behaviour cloning trains with heavy noise on them
 # (``BCConfig.velocity_noise``): a demo's action (the IK target) leads the measured joints by an amount that
 # grows with their speed, so a cloned policy that trusts velocities learns "faster → lead more" and drives
-# itself into oscillation (causal confusion, de Haan et al. 2019; measured here: 0 % success, the safety
-# chain rate-limiting most ticks). Without them the lead is unpredictable and the arm crawls.
+# itself into oscillation (causal confusion, de Haan et al. 2019; the safety chain then rate-limits most ticks:
+# benchmarks/results/RESULTS_bc_push.md). Without them the lead is unpredictable and the arm crawls.
 ACTOR_OBS = ObservationLayout(
     terms=(
         ObsTerm("joint_pos_rel"),
@@ -147,8 +147,8 @@ def panda_push() -> TaskCfg:
         episode_length_s=EPISODE_LENGTH_S,
         ppo=PPOCfg(),
         # A residual trained in the vectorized sim (a calibrated start) trains behind the chain's target filters,
-        # as it runs deployed: without them, one trained under the push shift scored 0.20 in the vectorized env
-        # and 0.0 on the robot, its targets clipped by the chain's rate and torque limits ~every tick.
+        # as it runs deployed: without them, it learns targets the chain's rate and torque limits then clip almost
+        # every tick on the robot, so what it learned in the sim is not what runs.
         rate_limit_targets=True,
         torque_limit_targets=True,
         terrain=None,

@@ -34,10 +34,10 @@ from robot_rl.learn.residual.sim_ppo import SimResidualCfg, train_sim_residual
 from robot_rl.robots.spec import RobotSpec
 
 # The sim residual where a task's measurements differ from SimResidualCfg's (PPO from the base alone), by objective.
-# Push (panda-push, BC base): the calibrated actuators' inverse fitted by regression, and no PPO after it. PPO from
-# the base alone had not moved the return in 300 iterations; from the fitted start, even after 30 critic-only
-# iterations at 3e-4, it drifted away from it (success 0.43 → 0.05 on the robot): with a reward that barely answers a
-# change of the residual until a push succeeds or fails seconds later, its normalized advantages are mostly noise.
+# Push (panda-push, BC base): the calibrated actuators' inverse fitted by regression, and no PPO after it. PPO cannot
+# improve on that start there: with a reward that barely answers a change of the residual until a push succeeds or
+# fails seconds later, its normalized advantages are mostly noise, and its updates move the residual away from the
+# fitted start rather than towards a better one (benchmarks/results/RESULTS_residual_calibrated.md).
 SIM_RESIDUAL_BY_OBJECTIVE = {"push": {"start": "actuators", "iterations": 0}}
 
 

@@ -86,7 +86,8 @@ class SACCfg:
     """The off-policy learner over the residual action: soft actor-critic."""
 
     # critic_norm "batchnorm" is CrossQ: batch-renormalized critics without target networks, current and next
-    # state-actions through one joint forward pass (on the A1 benchmark no better than the default: 0.32).
+    # state-actions through one joint forward pass. Kept for experiments; not the default, as it did not beat
+    # layernorm critics on the A1 benchmark (benchmarks/results/RESULTS_residual.md).
 
     critic_hidden: Suppress[tuple[int, ...]] = (256, 256)
     critic_norm: Suppress[CriticNorm] = "layernorm"
@@ -121,7 +122,7 @@ class SACCfg:
     in the actor's loss: keeps a good start where the robot's data does not show it wrong."""
     # The anchor's weight × the batch's mean |Q(s, π(s))| (TD3+BC's normalization, Fujimoto & Gu 2021): its pull
     # is then the same share of the actor's loss whatever the size of the returns. Unscaled, a task whose Q values
-    # run to hundreds (rewards per second) outweighs an anchor of 1–10 (panda-push: the start lost by 8.5k).
+    # run to hundreds (rewards per second) outweighs an anchor of 1–10, and the start is lost anyway.
     # anchor_penalty 0.4 with it is TD3+BC's α = 2.5.
     anchor_q_scaled: Suppress[bool] = False
     init_log_std: Suppress[float] = -1.0  # pre-tanh exploration noise at the start (σ ≈ 0.37)

@@ -58,7 +58,7 @@ class FinetuneReport:
     sync: dict = field(default_factory=dict)
     exported: Path | None = None
     # The best-evaluated iterate (evaluation.selection_key), the run's start included: what to deploy when the
-    # robot phase made things worse (on panda-push it undid a calibrated start in every variant measured).
+    # robot phase made things worse (it can undo a calibrated start: benchmarks/results/RESULTS_residual_calibrated.md).
     exported_best: Path | None = None
     best: dict | None = None  # that evaluation's line (transitions, success / return, weights_version)
     reward_terms_dropped: tuple[str, ...] = ()

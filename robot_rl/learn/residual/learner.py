@@ -32,7 +32,7 @@ from robot_rl.learn.residual.shared import BlockRef, LearnerStatus, TransitionRi
 CHECKPOINT = "checkpoint.pt"
 BUFFER = "buffer.npz"
 ERROR_LOG = "learner_error.txt"
-UPDATE_CHUNK = 4  # updates between ring reads / heartbeats (tens of ms on 2 cores)
+UPDATE_CHUNK = 4  # updates between ring reads / heartbeats: few enough that the heartbeat stays frequent
 
 
 def _learner_main(cfg: LearnerCfg, ring_ref: BlockRef, board_ref: BlockRef, status_ref: BlockRef,

@@ -1,8 +1,8 @@
 """The residual's networks: the SAC actor and critics (torch, in the learner) and the actor's forward pass in
 numpy (in the control loop).
 
-The control loop never runs torch: a batch-1 torch call costs 80–180 µs here against ≈ 30 µs for the
-same MLP in numpy (REFERENCE.md), and importing torch into the loop process would also bring its thread
+The control loop never runs torch: for a batch of one, torch's per-call overhead costs several times what
+the same small MLP costs in numpy, and importing torch into the loop process would also bring its thread
 pool. Learner and loop share one *flat float32 vector* per actor, laid out by :func:`actor_layout`; the
 learner publishes it, the loop copies it into :class:`NumpyActor`, whose weights are views into it.
 

@@ -97,11 +97,13 @@ class RunCfg:
     """real time: run the loop under SCHED_FIFO at this priority (needs root or CAP_SYS_NICE)."""
     # Fixed for the command line (measured or taken from the robot's file); code may set them.
     realtime: Suppress[bool | None] = None  # None: on for a robot (unitree-dds), off for the sim
-    # Training episodes this long (evaluation keeps the task's); None: the task's. 5 s did not help the A1.
+    # Training episodes this long (evaluation keeps the task's); None: the task's, so the residual trains on the
+    # episodes it is evaluated on (shorter ones: benchmarks/results/RESULTS_residual.md).
     train_episode_s: Suppress[float | None] = None
     domain_id: Suppress[int | None] = None  # DDS domain (None: the robot file's)
     network_interface: Suppress[str | None] = None  # DDS network interface (None: the robot file's)
-    # Torch threads of the learner process: 1 kept up in real time on 2 shared cores, 2 missed deadlines.
+    # Torch threads of the learner process: 1, so it does not starve the control loop's core (a second thread
+    # spins against the loop; benchmarks/results/RESULTS_learner_rate.md).
     learner_threads: Suppress[int] = 1
 
     def __post_init__(self) -> None:  # from code: a RealityShift kept as its text, paths as strings (as typed)
@@ -172,15 +174,15 @@ class FinetuneCfg:
 
 
 _POLICY = tyro.MISSING  # presets name no policy: the command line asks for one
-# From scratch: SAC's defaults, the task's learning rate (a1-flat: 1e-3, measured; else 3e-4).
+# From scratch: SAC's defaults, the task's learning rate (TaskCfg.finetune_lr, else 3e-4).
 SCRATCH = FinetuneCfg(run=RunCfg(policy=_POLICY))
-# A calibrated start (robot log → calibrated sim → residual by PPO there → the robot), measured on the A1 sim-as-real
-# benchmark (benchmarks/RESULTS_residual_calibrated.md). The bound: 0.2 of the action clip, where the sim residual
-# recovered ≈ 0.05 more of the gap than at 0.1 for the same sim budget (from scratch on the robot, SAC did worse with
-# wider bounds). The robot-side learner keeps the good start: its fresh critics fit the robot's first transitions
-# before the actor moves (2,000 updates), the actor is anchored to the start (1.0), and it learns at 3e-4; with SAC's
-# own settings (1e-3, no anchor) its first actor steps undid the start (the A1's return fell from 24.5 to 14 within
-# 5,000 transitions).
+# A calibrated start (robot log → calibrated sim → residual by PPO there → the robot); the settings were chosen on the
+# A1 sim-as-real benchmark (benchmarks/results/RESULTS_residual_calibrated.md). The bound: 0.2 of the action clip, wider
+# than from scratch: the sim residual, trained on simulated data to spare, makes use of the room, whereas SAC learning
+# from zero on the robot does worse with wider bounds. The robot-side learner keeps the good start: its fresh critics
+# fit the robot's first transitions before the actor moves (2,000 updates), the actor is anchored to the start (1.0),
+# and it learns at 3e-4; with SAC's own settings (1e-3, no anchor) its first actor steps, following critics that have
+# not yet fit anything, undo the start.
 CALIBRATED = FinetuneCfg(run=RunCfg(policy=_POLICY), residual=ResidualCfg(fraction=0.2),
                          sac=SACCfg(lr=3e-4, actor_warmup_updates=2000, anchor_penalty=1.0),
                          calibrated=CalibratedStartCfg())

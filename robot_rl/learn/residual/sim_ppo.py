@@ -49,7 +49,7 @@ from robot_rl.tasks.task import PPOCfg
 class SimResidualCfg:
     """PPO over the residual in the vectorized sim. Sized for 2 CPU cores: 6,144 transitions per iteration."""
 
-    iterations: int = 400  # ≈ 2.5 M sim transitions, 7 min on 2 cores
+    iterations: int = 400  # ≈ 2.5 M sim transitions: minutes, not hours, on 2 cores
     num_envs: int = 256
     steps_per_env: int = 24
     learning_rate: float = 1e-3
@@ -63,7 +63,7 @@ class SimResidualCfg:
     start: Literal["zero", "actuators"] = "zero"  # where PPO starts: the base alone, or the actuators' inverse
     start_steps: int | None = None  # policy steps of every env the "actuators" start is fitted on (None: an episode)
     # PPO iterations that train the critic alone before the actor moves: from a fitted start, PPO's first updates
-    # on an untrained critic's advantages undid it (panda-push: the return fell from +1.7 to −7 within 30).
+    # on an untrained critic's advantages are noise, and they undo the start.
     critic_warmup: int = 0
     seed: int = 0
     nthread: int | None = None  # MuJoCo rollout threads (None: every core)
