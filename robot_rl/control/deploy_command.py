@@ -281,7 +281,9 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
         if log is not None and not overwrite and Path(log).exists():
             raise DeployError(f"--log {log}: a file is already there; choose another path, or pass --overwrite "
                               "to replace it")
-        runtime = DeployRuntime.load(robot, policy)
+        from robot_rl.policy.onnx_policy import resolve_policy  # the default is the repository's, not the cwd's
+
+        runtime = DeployRuntime.load(robot, resolve_policy(policy) or policy)
         values = command_values(runtime, command)
         spec = runtime.spec
         if fifo_priority is not None and hasattr(os, "sched_get_priority_max"):

@@ -9,26 +9,14 @@ so and falls back to the stand check (every embedded robot holding its default p
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
 
-from robot_rl.robots.spec import shipped_path
+from robot_rl.core.validate import positive
+from robot_rl.policy.onnx_policy import resolve_policy
 
 DEFAULT_POLICY = "policies/a1_flat/policy.onnx"
-
-
-def resolve_policy(policy: str) -> Path | None:
-    """The policy file: as given, or one the repository ships (``policies/a1_flat/…``: the checkout's, or the
-    installed package's copy) when run from elsewhere; None if absent."""
-    path = Path(policy)
-    if path.is_file():
-        return path
-    if path.is_absolute():
-        return None
-    shipped = shipped_path(path)
-    return shipped if shipped is not None and shipped.is_file() else None
 
 
 def demo(
@@ -47,6 +35,7 @@ def demo(
     """
     from robot_rl.evaluation.sim2sim import sim2sim
 
+    positive(time_scale=time_scale)
     console = Console()
     start = time.perf_counter()
     found = resolve_policy(policy)

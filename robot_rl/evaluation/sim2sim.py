@@ -59,6 +59,7 @@ from rich.table import Table
 from robot_rl.control.deploy_loop import run_loop
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.core.validate import positive
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.scenarios import Scenario, scenario_for
 from robot_rl.evaluation.scoring import SimRun, SimScore, score_run, verdict
@@ -344,6 +345,7 @@ def sim2sim(
         config: YAML file overriding gate thresholds (see robot_rl/evaluation/gate_config.py).
         time_scale: stretch (> 1) or shrink (< 1) the scripted scenario; 1 is the gate's own.
     """
+    positive(time_scale=time_scale)
     console = Console()
     if not simulators:
         console.print(f"[red]error:[/red] --simulators needs at least one of {', '.join(SIMULATORS)}")

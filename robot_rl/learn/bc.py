@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.core.errors import RobotRLError
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.hardware.sim_robot import SimulatorName
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.registry import make_task
@@ -320,6 +321,8 @@ def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epoch
     from robot_rl.policy.contract import contract_for_task
     from robot_rl.policy.export import collect_provenance, export_onnx
 
+    positive(epochs=epochs, chunk=chunk)
+    non_negative(seed=seed, eval_episodes=eval_episodes)
     cfg_task = make_task(task)
     spec = load_robot(cfg_task.robot)
     demos = load_demos(dataset, cfg_task, spec, chunk)

@@ -42,6 +42,7 @@ import numpy as np
 
 from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks import panda_push
@@ -204,6 +205,8 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
                           f"only, got {task!r}")
     if episodes < 1:
         raise ConfigError("robot-rl collect-demos", "--episodes", f"must be ≥ 1, got {episodes}")
+    non_negative(seed=seed)
+    positive(max_attempts_factor=max_attempts_factor)
     cfg = make_task(task)
     spec = load_robot(cfg.robot)
     writer = LeRobotDatasetWriter(Path(out_dir), fps=round(1.0 / spec.timing.policy_period_s),

@@ -8,6 +8,7 @@ period, provenance) and verifies the file by loading it back against the task's 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from robot_rl.learn.errors import CheckpointError
@@ -21,6 +22,8 @@ def export_checkpoint(
     note: tuple[str, ...] = (),
 ) -> int:
     """Export a PPO checkpoint to ONNX with the policy contract (normalizer baked in)."""
+    metric_values = dict(_pairs(metrics, "--metrics", _finite))  # before anything loads: a bad one is a one-line error
+    notes = dict(_pairs(note, "--note", str))
     import torch
     from rsl_rl.models.mlp_model import MLPModel
     from tensordict import TensorDict
@@ -42,8 +45,8 @@ def export_checkpoint(
         seed=info.get("seed"),
         iterations=info.get("iteration"),
         env_steps=info.get("env_steps"),
-        metrics=dict(_pairs(metrics, "--metrics", float)),
-        notes={"checkpoint": str(Path(checkpoint).name), **dict(_pairs(note, "--note", str))},
+        metrics=metric_values,
+        notes={"checkpoint": str(Path(checkpoint).name), **notes},
     )
     contract = contract_for_task(task_cfg, spec, provenance=provenance)
     dummy = TensorDict({"policy": torch.zeros(2, contract.obs_dim)}, batch_size=[2])
@@ -71,11 +74,21 @@ def export_checkpoint(
     return 0
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # a metric is a result: NaN or infinity is none, and JSON cannot hold it
+        raise ValueError(text)
+    return value
+
+
 def _pairs(items: tuple[str, ...], flag: str, cast) -> list[tuple[str, object]]:
     pairs = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise CheckpointError(f"{flag} takes KEY=VALUE, got {item!r}")
-        pairs.append((key, cast(value)))
+        try:
+            pairs.append((key, cast(value)))
+        except ValueError:
+            raise CheckpointError(f"{flag} {key}: {value!r} is not a finite number") from None
     return pairs

@@ -17,6 +17,7 @@ from typing import Annotated
 import numpy as np
 import tyro
 
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.learn.train import require_ppo_task, set_torch_threads
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
@@ -74,6 +75,9 @@ def offscreen_backend_problem() -> str | None:
 
 
 def play(args: PlayArgs) -> PlayReport:
+    positive(num_envs=args.num_envs, episodes=args.episodes, video_seconds=args.video_seconds,
+             physics_threads=args.physics_threads)
+    non_negative(seed=args.seed)
     task = make_task(args.task)
     require_ppo_task(task)
     spec = load_robot(task.robot)

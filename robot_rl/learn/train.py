@@ -21,6 +21,7 @@ from typing import Annotated
 import numpy as np
 import tyro
 
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim import randomization as dr
 from robot_rl.tasks.registry import TASKS, make_task
@@ -63,7 +64,10 @@ class _TimeBudgetReached(Exception):
 
 
 def configure_task(args: TrainArgs) -> TaskCfg:
-    """The task with the command-line overrides applied (unknown task or DR key: a clear error)."""
+    """The task with the command-line overrides applied (unknown task or DR key, a number out of range: a clear
+    error)."""
+    non_negative(seed=args.seed, max_minutes=args.max_minutes)  # 0 minutes: stop after the first iteration
+    positive(physics_threads=args.physics_threads, torch_threads=args.torch_threads)
     task = make_task(args.task)
     require_ppo_task(task)
     overrides = dict(dr.parse_override(text) for text in args.dr)

@@ -28,8 +28,22 @@ from robot_rl.policy.contract import (
     TensorContract,
     check_contract,
 )
+from robot_rl.robots.spec import shipped_path
 
 _ORT_DTYPES = {"float32": "tensor(float)"}
+
+
+def resolve_policy(policy: str | Path) -> Path | None:
+    """The policy file: as given, or one the repository ships (``policies/a1_flat/…``: the checkout's, or the
+    installed package's copy) when run from elsewhere; None if absent. A default like
+    ``policies/a1_flat/policy.onnx`` is relative to the repository, not to wherever the command runs."""
+    path = Path(policy)
+    if path.is_file():
+        return path
+    if path.is_absolute():
+        return None
+    shipped = shipped_path(path)
+    return shipped if shipped is not None and shipped.is_file() else None
 
 
 class PolicyLoadError(RobotRLError, RuntimeError):

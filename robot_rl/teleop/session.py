@@ -67,12 +67,14 @@ def scale_twist(twist: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> n
 
 
 def _legged_policy(spec: RobotSpec, policy: str | None) -> Path | None:
+    from robot_rl.policy.onnx_policy import resolve_policy  # the shipped policies: the repository's, not the cwd's
+
     if policy is not None:
-        if not Path(policy).is_file():
+        found = resolve_policy(policy)
+        if found is None:
             raise TeleopError(f"--policy {policy}: no such file")
-        return Path(policy)
-    default = Path("policies") / f"{spec.name}_flat" / "policy.onnx"
-    return default if default.is_file() else None
+        return found
+    return resolve_policy(Path("policies") / f"{spec.name}_flat" / "policy.onnx")
 
 
 class TeleopSession:

@@ -1,5 +1,5 @@
 """``robot-rl deploy --log``: an existing log is never replaced unless --overwrite says so, and the refusal
-comes before the robot is touched."""
+comes before the robot is touched. The default policy is the shipped one, from any directory."""
 
 from __future__ import annotations
 
@@ -34,3 +34,11 @@ def test_overwrite_replaces_the_log_with_the_new_run(tmp_path, capsys) -> None:
     assert f"log: {log}" in capsys.readouterr().out
     summary = summarize_log(log)
     assert summary["closed_cleanly"] and not summary["truncated"] and summary["messages"]["/robot/state"] > 0
+
+
+@pytest.mark.skipif(not POLICY.exists(), reason=f"no shipped A1 policy at {POLICY}")
+def test_the_default_policy_is_found_from_outside_the_checkout(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("mujoco")
+    monkeypatch.chdir(tmp_path)  # policies/a1_flat/policy.onnx is not relative to here
+    assert main(["deploy", "--duration-s", "0.2"]) == 0
+    assert "deploy: robot a1, policy policies/a1_flat/policy.onnx" in capsys.readouterr().out

@@ -73,8 +73,23 @@ def test_arm_session_records_a_push_demo(tmp_path):
     assert log["messages"][TELEOP_COMMAND] == start + 75 and log["closed_cleanly"]
 
 
+def test_the_default_walking_policy_is_the_shipped_one_from_any_directory(tmp_path, monkeypatch):
+    from robot_rl.robots.spec import shipped_path
+    from robot_rl.teleop.session import _legged_policy
+
+    monkeypatch.chdir(tmp_path)  # not the checkout: policies/a1_flat/policy.onnx is not relative to here
+    shipped = shipped_path("policies/a1_flat/policy.onnx")
+    assert _legged_policy(load_robot("a1"), None) == shipped
+    assert _legged_policy(load_robot("a1"), "policies/a1_flat/policy.onnx") == shipped
+    with pytest.raises(TeleopError, match=r"--policy nowhere\.onnx: no such file"):
+        _legged_policy(load_robot("a1"), "nowhere.onnx")
+
+
 def test_legged_session_without_a_policy_holds_the_default_pose(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # away from the repository's shipped policies/a1_flat/policy.onnx
+    import robot_rl.policy.onnx_policy
+
+    monkeypatch.setattr(robot_rl.policy.onnx_policy, "shipped_path", lambda relative: None)  # no shipped policies
+    monkeypatch.chdir(tmp_path)
     spec = load_robot("a1")
     ramp = round(spec.safety.ramp_duration_s / spec.timing.policy_period_s)
     turn = TeleopCommand(twist=np.array([0.0, 0.0, 1.0]), intervention=True)

@@ -190,9 +190,12 @@ def calibrate_command(log: str, robot: str | None = None, out: str | None = None
         horizon_ticks: policy periods each replayed window is predicted ahead.
         windows: windows of the log replayed per candidate.
     """
+    from robot_rl.core.validate import positive
     from robot_rl.learn.residual.calibration import CalibrationLog
     from robot_rl.robots.spec import load_robot
     from robot_rl.typed_yaml import ConfigError
+
+    positive(horizon_ticks=horizon_ticks, windows=windows)
 
     try:
         robot_log = CalibrationLog.load(log)

@@ -20,6 +20,8 @@ from typing import Annotated, Literal
 import tyro
 from tyro.conf import Suppress
 
+from robot_rl.core.validate import in_range, non_negative, positive
+
 CriticNorm = Literal["layernorm", "batchnorm"]
 
 _CHECKS_DEFERRED = contextvars.ContextVar("residual_settings_checks_deferred", default=False)
@@ -70,10 +72,11 @@ class ResidualCfg:
     def __post_init__(self) -> None:
         if deferred():
             return
-        if not 0.0 < self.fraction <= 1.0:
-            raise ValueError(f"residual fraction must be in (0, 1] (a share of the action clip), got {self.fraction}")
+        if not 0.0 < self.fraction <= 1.0:  # NaN fails this too
+            raise ValueError(f"--fraction must be in (0, 1] (a share of the action clip), got {self.fraction}")
         if self.sync_every < 1:
             raise ValueError(f"residual sync_every must be ≥ 1 tick, got {self.sync_every}")
+        positive(learner_timeout_s=self.learner_timeout_s)
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ValueError(f"residual hidden layers must be positive widths, got {self.hidden}")
 
@@ -140,18 +143,16 @@ class SACCfg:
     def __post_init__(self) -> None:
         if deferred():
             return
-        if (self.lr is not None and self.lr <= 0) or (self.alpha_lr is not None and self.alpha_lr < 0):
-            raise ValueError(f"learning rates must be > 0 (the temperature's ≥ 0: 0 is a fixed temperature), got "
-                             f"{self.lr} and temperature {self.alpha_lr}")
+        # Named as the command line's flags (--lr, --utd, --actor-warmup, --anchor-penalty).
+        positive(lr=self.lr, utd=self.utd_ratio, batch_size=self.batch_size, init_alpha=self.init_alpha)
+        non_negative(alpha_lr=self.alpha_lr, actor_warmup=self.actor_warmup_updates,  # alpha_lr 0: a fixed temperature
+                     anchor_penalty=self.anchor_penalty, residual_penalty=self.residual_penalty,
+                     warmup_transitions=self.warmup_transitions)
+        in_range(0.0, 1.0, tau=self.tau)
         if self.critic_norm not in ("layernorm", "batchnorm"):
             raise ValueError(f"critic_norm must be 'layernorm' or 'batchnorm', got {self.critic_norm!r}")
         if self.num_critics < 2:
             raise ValueError(f"num_critics must be ≥ 2 (clipped double Q), got {self.num_critics}")
-        if self.utd_ratio <= 0:
-            raise ValueError(f"utd_ratio must be > 0, got {self.utd_ratio}")
-        if self.actor_warmup_updates < 0 or self.residual_penalty < 0 or self.anchor_penalty < 0:
-            raise ValueError(f"actor_warmup_updates, residual_penalty and anchor_penalty must be ≥ 0, got "
-                             f"{self.actor_warmup_updates}, {self.residual_penalty} and {self.anchor_penalty}")
         if not 0.0 < self.gamma < 1.0:
             raise ValueError(f"gamma must be in (0, 1), got {self.gamma}")
 
@@ -174,6 +175,7 @@ class ReplayCfg:
             return
         if self.n_step < 1:
             raise ValueError(f"n_step must be ≥ 1, got {self.n_step}")
+        positive(capacity=self.capacity)
         if not 0.0 <= self.prior_fraction < 1.0:
             raise ValueError(f"prior_fraction must be in [0, 1), got {self.prior_fraction}")
 

@@ -94,6 +94,21 @@ def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id
     raise ConfigError("--interface", interface, "expected 'sim' or 'unitree-dds'")
 
 
+def _check_run_dir(run_dir: Path, resume: str | None) -> None:
+    """A run writes its checkpoint, its buffer of robot transitions and its policies into ``run_dir``: an existing
+    run there would be overwritten and its transitions lost, unless this run continues it (``--resume`` of it)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError("--run-dir", str(run_dir), "is a file, not a directory")
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return
+    if resume is not None:
+        continued = Path(resume) if Path(resume).is_dir() else Path(resume).parent
+        if continued.resolve() == run_dir.resolve():
+            return
+    raise ConfigError("--run-dir", str(run_dir), f"is not empty (a run there would lose its robot transitions): "
+                      f"continue it with --resume {run_dir}, or give a new --run-dir")
+
+
 def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
                  episode_length_s: float | None = None) -> FinetuneReport:
     """Fine-tune as ``cfg`` says; returns what happened (the command prints it). See the module docstring.
@@ -149,6 +164,7 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
                           "networks), not both")
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     run_dir = Path(run.run_dir) if run.run_dir is not None else Path("runs") / "residual" / task.name / stamp
+    _check_run_dir(run_dir, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
 
     if sac.reward_scale is None:  # task reward weights are per second; a step's reward is weight × period

@@ -29,6 +29,7 @@ from typing import Literal
 import tyro
 from tyro.conf import Suppress
 
+from robot_rl.core.validate import in_range, non_negative, positive
 from robot_rl.learn.residual.calibrated import CalibratedStartCfg, sim_residual_cfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, deferred, finetune_lr
 from robot_rl.learn.residual.shifted_sim import RealityShift
@@ -80,7 +81,7 @@ class RunCfg:
     shift: str | None = None
     """sim only: the "real" robot's difference from the training sim, e.g. kp=0.5,payload=2.5,latency=2."""
     run_dir: str | None = None
-    """output directory (default runs/residual/TASK/TIMESTAMP)."""
+    """output directory (default runs/residual/TASK/TIMESTAMP); a run there is refused unless --resume names it."""
     resume: str | None = None
     """a previous run directory (or its checkpoint.pt) to continue from."""
     init_from: str | None = None
@@ -112,6 +113,12 @@ class RunCfg:
         for name in ("policy", "run_dir", "resume", "init_from"):
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
+        if deferred():
+            return
+        positive(transitions=self.transitions, eval_episodes=self.eval_episodes, train_episode_s=self.train_episode_s,
+                 learner_threads=self.learner_threads)
+        non_negative(eval_every=self.eval_every, seed=self.seed, domain_id=self.domain_id)
+        in_range(1, 99, fifo_priority=self.fifo_priority)  # SCHED_FIFO's priorities
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,43 @@ def test_parse_shift():
         parse_shift("kp=0")
 
 
-@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--utd", "0"], ["--lr", "0"], ["--actor-warmup", "-1"],
-                                 ["--anchor-penalty", "-1"], ["--calibrate-chain"]])
+@pytest.mark.parametrize("bad", [
+    ["--transitions", "-5"], ["--transitions", "0"], ["--eval-every", "-1"], ["--eval-episodes", "0"],
+    ["--seed", "-1"], ["--fifo-priority", "0"], ["--fifo-priority", "100"],
+    ["--fraction", "2"], ["--fraction", "0"], ["--fraction", "nan"], ["--utd", "0"], ["--utd", "nan"],
+    ["--lr", "0"], ["--lr", "-1e-3"], ["--lr", "nan"], ["--lr", "inf"], ["--actor-warmup", "-1"],
+    ["--anchor-penalty", "-1"], ["--anchor-penalty", "nan"], ["--calibrate-chain"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
     assert main(["finetune", "--policy", str(panda_base), "--robot", "panda", "--run-dir", str(tmp_path), *bad]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    if bad[0] != "--calibrate-chain":
+        assert bad[0] in err  # the message names the flag
     assert not any(tmp_path.iterdir())  # refused before anything started or was written
+
+
+@pytest.mark.parametrize("field, value", [("transitions", -5), ("eval_every", -1), ("eval_episodes", 0),
+                                          ("seed", -1), ("train_episode_s", 0.0), ("learner_threads", 0)])
+def test_bad_run_settings_from_code_are_refused(panda_base, field, value):
+    with pytest.raises(ValueError, match=f"--{field.replace('_', '-')} must be"):
+        FinetuneCfg.of(panda_base, "panda", "sim", **{field: value})
+
+
+def test_an_existing_run_dir_is_not_overwritten(panda_base, tmp_path, capsys):
+    from robot_rl.cli import main
+
+    (tmp_path / "buffer.npz").write_bytes(b"a previous run's robot transitions")
+    assert main(["finetune", "--policy", str(panda_base), "--robot", "panda", "--run-dir", str(tmp_path),
+                 "--transitions", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and f"--resume {tmp_path}" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["buffer.npz"]
+    assert (tmp_path / "buffer.npz").read_bytes() == b"a previous run's robot transitions"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=10, run_dir=tmp_path / "file"))
 
 
 def test_a_calibrated_start_with_resume_gets_a_one_line_error(panda_base, tmp_path, capsys):
@@ -73,7 +101,7 @@ def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
                                     init_from=str(tmp_path), run_dir=tmp_path))
     with pytest.raises(ConfigError, match="in-process sim only"):
         run_finetune(FinetuneCfg.of(panda_base, "panda", "unitree-dds", transitions=10,
-                                    shift=RealityShift(kp_scale=0.5), run_dir=tmp_path), export=False)
+                                    shift=RealityShift(kp_scale=0.5), run_dir=tmp_path / "dds"), export=False)
 
 
 @pytest.mark.timeout(240)
@@ -110,6 +138,11 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]
     assert np.isfinite(second.evaluations[-1]["return"])
+    # Continued in place (--resume DIR --run-dir DIR): allowed, and its buffer carries every transition on.
+    third = run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=50, shift=shift,
+                                        run_dir=tmp_path / "b", resume=str(tmp_path / "b" / "checkpoint.pt"),
+                                        eval_every=0, **TINY), episode_length_s=0.5, log=False, export=False)
+    assert third.learner["online_transitions"] >= second.learner["online_transitions"] + 50
 
 
 def test_when_later_evaluations_fall_the_start_is_exported_as_the_best(panda_base, tmp_path, monkeypatch):
