@@ -17,7 +17,7 @@ from typing import Annotated
 import numpy as np
 import tyro
 
-from robot_rl.core.validate import non_negative, positive
+from robot_rl.core.validate import ArgumentError, non_negative, positive
 from robot_rl.learn.train import require_ppo_task, set_torch_threads
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
@@ -78,6 +78,8 @@ def play(args: PlayArgs) -> PlayReport:
     positive(num_envs=args.num_envs, episodes=args.episodes, video_seconds=args.video_seconds,
              physics_threads=args.physics_threads)
     non_negative(seed=args.seed)
+    if args.command is not None and not np.all(np.isfinite(args.command)):
+        raise ArgumentError(f"--command must be finite numbers, got {' '.join(f'{c:g}' for c in args.command)}")
     task = make_task(args.task)
     require_ppo_task(task)
     spec = load_robot(task.robot)

@@ -18,6 +18,7 @@ NONSENSE = {
     "play seed": (["play", "--checkpoint", "no.pt", "--seed", "-1"], "--seed"),
     "play video seconds": (["play", "--checkpoint", "no.pt", "--video-seconds", "inf"], "--video-seconds"),
     "play physics threads": (["play", "--checkpoint", "no.pt", "--physics-threads", "0"], "--physics-threads"),
+    "play command nan": (["play", "--checkpoint", "no.pt", "--command", "0.5", "nan", "0"], "--command"),
     "train-bc epochs": (["train-bc", "--dataset", "no", "--epochs", "0"], "--epochs"),
     "train-bc chunk": (["train-bc", "--dataset", "no", "--chunk", "0"], "--chunk"),
     "train-bc seed": (["train-bc", "--dataset", "no", "--seed", "-1"], "--seed"),
