@@ -15,13 +15,14 @@ training sim to stand in for a real robot), the DDS sim bridge or a real Unitree
 real time). It writes to ``--run-dir``: ``progress.jsonl`` (one line per episode and per evaluation),
 the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also valid
 prior data for another run, ``ReplayCfg.prior_path``), and ``policy_residual.onnx``: base + residual as one policy
-with the base's contract (:mod:`robot_rl.learn.residual.export`).
+with the base's contract (:mod:`robot_rl.learn.residual.export`). A ``--run-dir`` that already holds a run is
+refused unless ``--resume`` names it: its buffer of robot transitions is never overwritten.
 
 Sim first, then the robot: run the same command on ``--interface sim`` (free transitions), then on the robot
 with ``--init-from`` that run (its residual and critics start the robot run); from Python, ``ReplayCfg.prior_path``
-its ``buffer.npz`` (sampled at ``prior_fraction`` of every batch, as RLPD does with prior data). On the A1
-sim-as-real benchmark neither beat learning from scratch; the calibrated start did (``robot-rl finetune
-calibrated``).
+its ``buffer.npz`` (sampled at ``prior_fraction`` of every batch, as RLPD does with prior data). The calibrated
+start (``robot-rl finetune calibrated``) is the preset for a sim-first run; how each start compares with learning
+from scratch: ``benchmarks/results/RESULTS_residual.md`` and ``RESULTS_residual_calibrated.md``.
 
 Every setting is one :class:`~robot_rl.learn.residual.settings.FinetuneCfg` (the command line's, a preset's,
 a benchmark's); :func:`run_finetune` runs it.
