@@ -17,16 +17,23 @@ its age limit, so a hung control loop silences the stream too; see ``UnitreeDdsR
 
 Modes:
 
-    WAITING  ──first controller command──►  WATCHING  ──stream older than stale_s──►  DAMPING
-       │                                       ▲                                         │
-       └─controller gone──► DONE ◄──released───┴─────stream fresh for handback_s─────────┘
+    WAITING  ──first controller command──►  WATCHING  ──stale, last command not damping──►  DAMPING
+       │                                     │    ▲                                            │
+       │                 stale, last command │    │ commands again                             │
+       │                         damping     ▼    │                                            │
+       │                                    IDLE ─┘                                            │
+       └──controller gone──► DONE ◄── released (any mode); IDLE + gone; handback + gone ───────┘
 
 - WAITING: no controller command seen yet. Nothing is commanded, so there is nothing to protect; the
   supervisor never damps a robot nobody has commanded. If the controller goes away first: DONE.
 - WATCHING: the controller commands. The supervisor sends nothing (it never fights a healthy controller).
-- DAMPING: the stream went stale; the supervisor sends damping on every step. It gives the robot back only
-  to a stream that has been fresh, without a stale gap, for ``handback_s`` (a controller that came back, or
-  a new deploy). If its own controller is gone by then, the new controller has its own supervisor: DONE.
+- DAMPING: the stream went stale on a command that is not damping (a pose target, held forever by the
+  robot); the supervisor sends damping on every step. It gives the robot back only to a stream that has
+  been fresh, without a stale gap, for ``handback_s`` (a controller that came back, or a new deploy). If
+  its own controller is gone by then, the new controller has its own supervisor: DONE.
+- IDLE: the stream went stale on a damping command: the robot already holds the safe command, so there is
+  nothing to take over (a controller that ended, or paused, after its own damping - e.g. the garbage
+  collection between a deploy's stop and its damping ticks). Commands again: WATCHING; controller gone: DONE.
 - DONE: the controller released the supervisor (it ended cleanly, damping sent), or nothing to protect.
 
 Bad time values fail safe: a non-finite ``now`` or arrival never counts as a fresh command, an arrival
@@ -47,6 +54,7 @@ class SupervisorMode(enum.Enum):
     WAITING = "waiting"
     WATCHING = "watching"
     DAMPING = "damping"
+    IDLE = "idle"
     DONE = "done"
 
 
@@ -87,6 +95,9 @@ class SupervisorInput:
     arrival: float | None = None  # arrival time of the newest controller command since the last step
     controller_gone: bool = False  # the controller's process has ended (its pipe closed)
     released: bool = False  # the controller ended cleanly (damping sent) and released the supervisor
+    # The newest controller command is a damping command (kp 0, kd > 0 on every joint). Only read when the
+    # stream has gone stale, so the caller may decode the command only then.
+    last_command_damping: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,17 +128,20 @@ def supervise_step(limits: SupervisorLimits, state: SupervisorState, inp: Superv
     arrival = _arrival(inp, state.last_command_s)
     last = arrival if arrival is not None else state.last_command_s
 
-    if mode is SupervisorMode.WAITING:
+    if mode in (SupervisorMode.WAITING, SupervisorMode.IDLE):
         if arrival is not None:
             return SupervisorDecision(_enter(state, SupervisorMode.WATCHING, now, last_command_s=last), False,
                                       "controller commanding: watching")
         if inp.controller_gone:
-            return SupervisorDecision(_enter(state, SupervisorMode.DONE, now), False,
-                                      "controller gone before commanding the robot")
+            why = "before commanding the robot" if mode is SupervisorMode.WAITING else "after damping the robot"
+            return SupervisorDecision(_enter(state, SupervisorMode.DONE, now), False, f"controller gone {why}")
         return SupervisorDecision(state, False)
 
     age = now - last if last is not None else math.inf
     if mode is SupervisorMode.WATCHING:
+        if not age <= limits.stale_s and inp.last_command_damping and math.isfinite(now):
+            return SupervisorDecision(_enter(state, SupervisorMode.IDLE, now, last_command_s=last), False,
+                                      f"no rt/lowcmd for {_ms(age)} after a damping command: the robot holds it")
         if not age <= limits.stale_s:  # `not <=`: a NaN age (bad `now`) takes over too
             taken = _enter(state, SupervisorMode.DAMPING, now, last_command_s=last, fresh_since_s=None,
                            takeovers=state.takeovers + 1)

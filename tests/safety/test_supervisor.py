@@ -69,7 +69,7 @@ def test_waits_without_damping_until_the_controller_commands() -> None:
 
 
 def test_controller_gone_before_commanding_ends_the_supervisor() -> None:
-    d = run(silence(0.0, 0.1) + [SupervisorInput(0.1, controller_gone=True)])[-1]
+    d = run([*silence(0.0, 0.1), SupervisorInput(0.1, controller_gone=True)])[-1]
     assert d.state.mode is SupervisorMode.DONE and not d.send_damping and "before commanding" in d.event
 
 
@@ -153,7 +153,7 @@ def test_a_non_finite_now_takes_over() -> None:
 
 def test_an_arrival_in_the_future_does_not_postpone_the_takeover() -> None:
     state = watching(1.0)
-    out = run([SupervisorInput(1.0, arrival=1e9)] + silence(1.0 + DT, 1.3), state)
+    out = run([SupervisorInput(1.0, arrival=1000000000.0), *silence(1.0 + DT, 1.3)], state)
     taken = next(i for i, d in enumerate(out) if d.state.mode is D)
     assert 1.0 + taken * DT <= 1.0 + LIMITS.stale_s + 2 * DT
 
@@ -167,7 +167,7 @@ def test_an_old_arrival_does_not_refresh_the_stream() -> None:
 
 def test_a_damped_robot_is_not_handed_back_on_a_single_late_command() -> None:
     state = run(silence(1.0, 1.5), watching(1.0))[-1].state
-    out = run([SupervisorInput(1.5, 1.5)] + silence(1.5 + DT, 2.5), state)
+    out = run([SupervisorInput(1.5, 1.5), *silence(1.5 + DT, 2.5)], state)
     assert all(d.send_damping and d.state.mode is D for d in out)
 
 
@@ -175,3 +175,28 @@ def test_steps_leave_an_unchanged_state_object_alone() -> None:
     state = watching(1.0)
     d = supervise_step(LIMITS, state, SupervisorInput(state.last_command_s + DT))
     assert d.state is state
+
+
+def damping_stream(t0: float, t1: float) -> list[SupervisorInput]:
+    """A stream whose commands are damping (the flag as the caller fills it: only when it matters)."""
+    return [SupervisorInput(i.now, i.arrival, last_command_damping=True) for i in stream(t0, t1)]
+
+
+def test_a_stream_that_stops_on_damping_is_left_alone() -> None:
+    """The robot holds the damping command: nothing to take over (a deploy's own ending, a pause after it)."""
+    state = run(damping_stream(1.0, 1.5), watching(1.0))[-1].state
+    quiet = [SupervisorInput(1.5 + i * DT, last_command_damping=True) for i in range(500)]
+    out = run(quiet, state)
+    assert not any(d.send_damping for d in out) and out[-1].state.mode is SupervisorMode.IDLE
+    assert sum(d.event is not None for d in out) == 1 and "the robot holds it" in next(d.event for d in out if d.event)
+    # The controller commands again: watched again, and a stop on a pose target is taken over.
+    back = run(stream(2.5, 2.6) + silence(2.6, 2.9), out[-1].state)
+    assert back[0].state.mode is W and back[-1].state.mode is D and back[-1].send_damping
+    # Gone while idle: nothing left to protect.
+    gone = supervise_step(LIMITS, out[-1].state, SupervisorInput(2.5, controller_gone=True))
+    assert gone.state.mode is SupervisorMode.DONE and "after damping" in gone.event
+
+
+def test_the_damping_flag_is_not_trusted_with_a_bad_clock() -> None:
+    d = supervise_step(LIMITS, watching(1.0), SupervisorInput(math.nan, last_command_damping=True))
+    assert d.state.mode is D and d.send_damping
