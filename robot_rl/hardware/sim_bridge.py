@@ -32,8 +32,9 @@ which is why the SDK examples echo the robot's value. The status also says what 
 test or benchmark can time a takeover to the bridge tick, 2 ms, though the status comes at 10 Hz).
 
 Link outage (run_bridge only): SIGUSR1 takes the network link down both ways - no LowState leaves, every
-LowCmd that arrives is discarded - and the next SIGUSR1 brings it back. While it is down the motors keep
-the last command that got through, as a robot whose cable was pulled does.
+LowCmd that arrives is discarded - and the next SIGUSR1 brings it back; SIGUSR2 does the same for the
+LowState direction only. While commands are cut off the motors keep the last one that got through, as a
+robot whose cable was pulled does.
 
 Faults (``robot_rl.hardware.faults``) are decided from sim time and message indices only.
 
@@ -106,7 +107,7 @@ class SimBridgeStatus_(idl.IdlStruct, typename="robot_rl.msg.dds_.SimBridgeStatu
     command_damping: types.uint8 = 0  # the command in force is damping: kp 0 and kd > 0 on every joint
     damping_since_monotonic_s: types.float64 = 0.0  # time.monotonic() when it became damping (0: it is not)
     last_command_monotonic_s: types.float64 = 0.0  # time.monotonic() of the newest good command taken
-    link_down: types.uint8 = 0  # link outage (SIGUSR1): no states out, commands discarded
+    link_down: types.uint8 = 0  # link outage: bit 0 no states out (SIGUSR1, SIGUSR2), bit 1 commands lost (SIGUSR1)
     commands_lost: types.uint64 = 0  # commands discarded while the link was down
 
 
@@ -139,7 +140,8 @@ class SimBridge:
         self._frozen_bytes: bytes | None = None
         self._stop = threading.Event()
         self._entities: list = []
-        self.link_down = False  # toggled from a signal handler; read once per tick
+        self.states_cut = False  # link outage, toggled from signal handlers: no LowState leaves
+        self.commands_cut = False  # ... every LowCmd that arrives is discarded
         self.periods = 0  # hardware periods simulated
 
     def describe(self) -> str:
@@ -173,7 +175,7 @@ class SimBridge:
         for msg in self._cmd_reader.take(N=16):
             if not msg.sample_info.valid_data:  # a controller went away: no data, only an instance state
                 continue
-            if self.link_down:
+            if self.commands_cut:
                 s.commands_lost += 1
                 continue
             index = s.commands_received
@@ -220,9 +222,9 @@ class SimBridge:
             if faults.frozen(t):
                 self._frozen_bytes = data
                 s.frozen = 1
-        s.link_down = int(self.link_down)
+        s.link_down = int(self.states_cut) | 2 * int(self.commands_cut)
         index = s.states_published + s.states_dropped + len(self._pending)
-        if self.link_down:
+        if self.states_cut:
             pass  # lost on the wire: not a drop-fault decision, so no index is used up
         elif faults.drop_state(index, t):
             s.states_dropped += 1
@@ -308,11 +310,15 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
     previous = {sig: signal.signal(sig, lambda *_: bridge.stop())
                 for sig in (signal.SIGINT, signal.SIGTERM) if in_main_thread}
 
-    def toggle_link(*_: object) -> None:
-        bridge.link_down = not bridge.link_down
+    def toggle_link(*_: object) -> None:  # both ways
+        bridge.states_cut = bridge.commands_cut = not (bridge.states_cut or bridge.commands_cut)
+
+    def toggle_states(*_: object) -> None:
+        bridge.states_cut = not bridge.states_cut
 
     if in_main_thread:
         previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, toggle_link)
+        previous[signal.SIGUSR2] = signal.signal(signal.SIGUSR2, toggle_states)
     try:
         reason = bridge.run(duration_s)
         print(f"sim bridge {reason} at t={bridge.status.sim_time_s:.3f} s: {json.dumps(bridge.summary())}",

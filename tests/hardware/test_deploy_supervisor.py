@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import signal
 import sys
@@ -53,6 +54,25 @@ pytestmark = pytest.mark.skipif(not POLICY.exists(), reason=f"no shipped A1 poli
 SPEC = load_robot("a1")
 STALE_S = SupervisorLimits.from_spec(SPEC).stale_s  # 100 ms on the A1
 START_TIMEOUT_S = 40.0  # two fresh interpreters (deploy, supervisor) import and discover on a shared machine
+FIFO_PRIORITY = 10  # as test_deploy_e2e: the bridge, deploy and its supervisor under SCHED_FIFO
+
+
+@pytest.fixture(autouse=True)
+def realtime_priority() -> Iterator[None]:
+    """This process (and so the bridge it starts) under SCHED_FIFO, as on a robot's computer; deploy gets
+    --fifo-priority and starts its supervisor under it. On this shared machine a normal-priority controller
+    is descheduled long enough for its own overrun watchdog (rightly) to fault, and a healthy run would not
+    look healthy. Left at normal priority without the privilege."""
+    previous = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+    except OSError:  # EPERM without CAP_SYS_NICE / RLIMIT_RTPRIO
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, *previous)
 
 
 @pytest.fixture
@@ -67,7 +87,7 @@ def _start(deploys: list, bridge_status, domain: int, *extra: str, duration_s: f
     """Start deploy once the bridge's robot lies on the floor; return once the policy commands it."""
     settled = bridge_status.wait_for(lambda s: s.sim_time_s > 1.0, timeout_s=START_TIMEOUT_S)
     assert settled is not None and settled.command_active == 0, settled
-    deploy = DeployProcess(domain, duration_s, *extra)
+    deploy = DeployProcess(domain, duration_s, *extra, fifo_priority=FIFO_PRIORITY)
     deploys.append(deploy)
     running = bridge_status.wait_for(lambda s: s.commands_applied > 100 and s.command_kp_max > 0,
                                      timeout_s=START_TIMEOUT_S)
