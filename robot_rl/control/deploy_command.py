@@ -366,21 +366,22 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
             raise
         stop, caught, lost = threading.Event(), [], []
         try:
-            if guard is not None:
-                guard.wait_ready(SUPERVISOR_START_TIMEOUT_S)
-                _say(f"supervisor: pid {guard.pid} damps the robot if this process dies or hangs")
-                _stop_when_supervisor_exits(guard, stop, lost)
-            with _stop_on_signals(stop, caught):
+            with _stop_on_signals(stop, caught):  # a signal while the supervisor starts: never armed
+                if guard is not None:
+                    try:
+                        guard.wait_ready(SUPERVISOR_START_TIMEOUT_S)
+                    except RobotRLError:  # no supervisor: nothing was sent to the robot, and nothing will be
+                        _kill(guard)
+                        raise
+                    _say(f"supervisor: pid {guard.pid} damps the robot if this process dies or hangs")
+                    _stop_when_supervisor_exits(guard, stop, lost)
                 result = run_deployment(runtime, connected, duration_s, command=values, log_path=log,
                                         fifo_priority=fifo_priority, stop_requested=stop,
                                         log_metadata={"robot": spec.name, "policy": str(policy),
                                                       "interface": interface})
             if guard is not None:  # our damping went out: the supervisor may go
                 guard.release()
-        except RobotRLError:  # the supervisor did not start: nothing was sent to the robot
-            _kill(guard)
-            raise
-        finally:
+        finally:  # an error past this point leaves the supervisor on guard: it damps if our damping failed
             connected.close()
     status = exit_status(result.faulted, caught[0] if caught else None, supervisor_lost=bool(lost))
     _say(format_summary(result))

@@ -236,3 +236,47 @@ def test_hung_loop_goes_silent_despite_the_republish_thread_and_is_damped(start_
     assert status.damping_since_monotonic_s - t_hang < 2 * STALE_S
     assert supervisor.state.mode is SupervisorMode.DAMPING and supervisor.state.takeovers == 1
     np.testing.assert_equal(status.command_kp_max, 0.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--robot", "panda"], "unitree_dds"),
+    (["--robot", "a1", "--stale-s", "0"], "stale_s must be a positive number"),
+    (["--robot", "a1", "--match-timeout-s", "0.3"], "no reader of 'rt/lowcmd'"),  # no robot on the domain
+])
+def test_supervise_refuses_in_one_line(argv, message, domain, capsys) -> None:
+    from robot_rl.cli import main
+
+    assert main(["supervise", "--domain-id", str(domain), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1] and "Traceback" not in "".join(err), err
+
+
+def test_bridge_link_outage_cuts_states_and_commands_until_restored(start_bridge, bridge_status, domain) -> None:
+    """SIGUSR1: both ways (states stop, commands are discarded, the motors keep the last one); SIGUSR2:
+    states only. The next signal restores the link."""
+    bridge = start_bridge()
+    robot = UnitreeDdsRobot(SPEC, domain_id=domain, connect_timeout_s=START_TIMEOUT_S)
+    robot.connect()
+    try:
+        robot.write(JointCommand.hold(SPEC.default_positions, SPEC.kp, SPEC.kd))
+        assert bridge_status.wait_for(lambda s: s.command_kp_max > 0, 5.0).command_kp_max > 0
+        bridge.proc.send_signal(signal.SIGUSR1)
+        cut = bridge_status.wait_for(lambda s: s.link_down == 3, 5.0)
+        assert cut.link_down == 3
+        robot.write(JointCommand.damping(SPEC.num_joints, SPEC.safety.damping_kd))
+        assert robot.wait_for_state(0.3) is None  # no state gets through
+        lost = bridge_status.wait_for(lambda s: s.commands_lost > 50, 5.0)
+        assert lost.commands_lost > 50 and lost.command_damping == 0 and lost.command_kp_max > 0
+        bridge.proc.send_signal(signal.SIGUSR1)
+        back = bridge_status.wait_for(lambda s: s.link_down == 0 and s.command_damping == 1, 5.0)
+        assert back.link_down == 0 and back.command_damping == 1 and robot.wait_for_state(1.0) is not None
+        bridge.proc.send_signal(signal.SIGUSR2)
+        states_only = bridge_status.wait_for(lambda s: s.link_down == 1, 5.0)
+        received = states_only.commands_applied
+        assert robot.wait_for_state(0.3) is None
+        applying = bridge_status.wait_for(lambda s: s.commands_applied > received + 50, 5.0)
+        assert applying.commands_applied > received + 50 and applying.commands_lost == back.commands_lost
+        bridge.proc.send_signal(signal.SIGUSR2)
+        assert bridge_status.wait_for(lambda s: s.link_down == 0, 5.0).link_down == 0
+    finally:
+        robot.close()
