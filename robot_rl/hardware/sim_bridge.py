@@ -297,6 +297,9 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
         network_interface: interface the DDS traffic stays on (loopback for a sim).
         mode_machine: unitree_hg only: the robot variant the bridge reports (commands must echo it).
         seed: seed of the random drop / corruption decisions.
+
+    While it runs, SIGUSR1 cuts the link both ways (no LowState out, LowCmd discarded) and SIGUSR2 cuts the
+    LowState direction only; the same signal again restores it. Like the firmware it has no command timeout.
     """
     spec = load_robot(robot)
     faults = FaultConfig(drop_probability=drop, delay_s=1e-3 * delay_ms, freeze_at_s=freeze_at_s,
