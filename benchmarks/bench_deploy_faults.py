@@ -82,6 +82,7 @@ class Bench:
         self.domain, self.fifo = domain, fifo_priority
         self.bridge = None
         self.status = fixtures.StatusReader(domain)
+        self.supervisor_cpu: list[float] = []  # share of one core the supervisor used while watching
 
     def start_bridge(self) -> float:
         if self.bridge is not None:
@@ -104,8 +105,12 @@ class Bench:
             if ok is None or ok.command_kp_max == 0:
                 deploy.end()
                 raise RuntimeError(f"deploy never commanded the robot:\n{deploy.stdout}\n{deploy.stderr}")
+            pid = deploy.supervisor_pid()
+            cpu0, t_cpu = _cpu_s(pid), time.monotonic()
             time.sleep(SPEC.safety.ramp_duration_s + 0.5)  # the policy walks
             now = time.monotonic()
+            if cpu0 is not None and (cpu1 := _cpu_s(pid)) is not None:
+                self.supervisor_cpu.append((cpu1 - cpu0) / (now - t_cpu))
             s = self.status.wait_for(lambda s, now=now: s.tick_origin_monotonic_s + s.sim_time_s > now, 2.0)
             if s is not None and s.command_kp_max > 0 and not s.command_damping:
                 return deploy
@@ -177,6 +182,15 @@ class Bench:
             deploy.end()  # kills a stopped or killed deploy's supervisor too
 
 
+def _cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _ms(values: list[float], q: str) -> str:
     if not values:
         return "-"
@@ -184,7 +198,7 @@ def _ms(values: list[float], q: str) -> str:
     return f"{1e3 * v:.0f}"
 
 
-def report(rows: list[Row], reps: int, wall_s: float, fifo: int | None) -> str:
+def report(rows: list[Row], reps: int, wall_s: float, fifo: int | None, cpu: list[float]) -> str:
     limit = 2 * STALE_S
     lines = [
         "# Deploy faults: time until the robot is damped",
@@ -214,6 +228,9 @@ def report(rows: list[Row], reps: int, wall_s: float, fifo: int | None) -> str:
             verdict = f"n/a while cut off; after: {'yes' if back else '**no**'}"
         lines.append(f"| {row.fault} | {', '.join(sorted(row.damped_by))} | {_ms(row.latencies, 'p50')}{extra} | "
                      f"{_ms(row.latencies, 'max')}{miss} | {verdict} | {', '.join(codes)} |")
+    if cpu:
+        lines += ["", f"Supervisor cost while it watches a walking deploy (polls `rt/lowcmd` every 10 ms): p50 "
+                  f"{100 * statistics.median(cpu):.1f} %, max {100 * max(cpu):.1f} % of one core ({len(cpu)} runs)."]
     replaced = [(row.fault, why) for row in rows for why in row.replaced]
     if replaced:
         lines += ["", "Deploys that faulted by themselves before the fault was injected (replaced by a new one, "
@@ -264,7 +281,7 @@ def main() -> int:
         if bench.bridge is not None:
             bench.bridge.stop()
         close_domain(domain)
-    text = report(rows, args.reps, time.monotonic() - t0, fifo)
+    text = report(rows, args.reps, time.monotonic() - t0, fifo, bench.supervisor_cpu)
     print(text)
     if args.markdown_out:
         args.markdown_out.write_text(text)
