@@ -345,11 +345,12 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
         print(f"error: {exc}", file=sys.stderr)
         return 2
     guard = None
-    with _fifo_for_new_threads(fifo_priority):  # the supervisor inherits the real-time priority too
+    with _fifo_for_new_threads(fifo_priority):  # the supervisor runs one FIFO level above the loop
         if interface == "unitree-dds" and supervisor:
             from robot_rl.control.supervisor import SupervisorProcess
 
-            guard = SupervisorProcess(robot, domain_id, network_interface)  # starts while we connect
+            above = None if fifo_priority is None else min(fifo_priority + 1, os.sched_get_priority_max(os.SCHED_FIFO))
+            guard = SupervisorProcess(robot, domain_id, network_interface, above)  # starts while we connect
         try:
             connected = connect_robot(spec, interface, simulator=simulator, domain_id=domain_id,
                                       network_interface=network_interface)

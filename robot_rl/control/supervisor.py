@@ -224,7 +224,8 @@ class Supervisor:
 
 
 def supervise(robot: str = "a1", domain_id: int | None = None, network_interface: str | None = None,
-              stale_s: float | None = None, match_timeout_s: float = 10.0, control_stdin: bool = False) -> int:
+              stale_s: float | None = None, match_timeout_s: float = 10.0, control_stdin: bool = False,
+              fifo_priority: int | None = None) -> int:
     """Watch rt/lowcmd and send damping when the controller stops commanding (a crash, a kill, a hang).
 
     Sends nothing while a controller commands; takes over after the robot's stale limit without a command
@@ -240,6 +241,8 @@ def supervise(robot: str = "a1", domain_id: int | None = None, network_interface
         match_timeout_s: how long to wait for a reader of rt/lowcmd (the robot) before giving up.
         control_stdin: started by `robot-rl deploy`: stdin is its pipe (a `release` line ends the watch
             cleanly; end-of-file means the controller died).
+        fifo_priority: run under SCHED_FIFO at this priority; above the controller's, so that a busy
+            controller (or anything else at its priority) cannot starve the watchdog (refused: a warning).
     """
     try:
         spec = load_robot(robot)
@@ -249,6 +252,11 @@ def supervise(robot: str = "a1", domain_id: int | None = None, network_interface
         supervisor = Supervisor(spec, domain_id, network_interface, limits)
     except ValueError as exc:
         raise SupervisorError(str(exc)) from None
+    if fifo_priority is not None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo_priority))
+        except (OSError, ValueError) as exc:
+            say(f"warning: supervisor SCHED_FIFO {fifo_priority} refused ({exc}); normal priority")
     supervisor.open()
     stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, lambda *_: supervisor.stop()) for sig in stop_signals}
@@ -275,8 +283,11 @@ def supervise(robot: str = "a1", domain_id: int | None = None, network_interface
 class SupervisorProcess:
     """A supervisor started by ``robot-rl deploy``: its own session, stdin = our pipe, stderr = ours."""
 
-    def __init__(self, robot: str, domain_id: int | None, network_interface: str | None) -> None:
+    def __init__(self, robot: str, domain_id: int | None, network_interface: str | None,
+                 fifo_priority: int | None = None) -> None:
         cmd = [sys.executable, "-m", "robot_rl.control.supervisor", "--robot", robot, "--control-stdin"]
+        if fifo_priority is not None:
+            cmd += ["--fifo-priority", str(fifo_priority)]
         if domain_id is not None:
             cmd += ["--domain-id", str(domain_id)]
         if network_interface is not None:
