@@ -35,6 +35,7 @@ COMMANDS: dict[str, str | dict] = {
     "model-card": "robot_rl.policy.model_card:write_model_card",
     "gen-ros-config": "robot_rl.ros.gen_config:gen_ros_config",
     "bridge": "robot_rl.hardware.sim_bridge:run_bridge",
+    "supervise": "robot_rl.control.supervisor:supervise",
     "teleop": "robot_rl.teleop.session:teleop",
     "dataset": {
         "validate": "robot_rl.data.lerobot_validate:dataset_validate",

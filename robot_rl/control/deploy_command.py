@@ -8,8 +8,16 @@ One deployment is:
 
 The damping ticks are what make "the program ended" safe: motors hold their last command when the stream
 stops (Unitree firmware and our sim bridge both do), so the last command sent must be damping, not a
-policy target. Ctrl-C (SIGINT) and SIGTERM request the same ending early: the loop leaves at the start of
-its next tick, before the read, so a tick is never cut between reading and writing.
+policy target. Every catchable ending requests the same ending early - SIGINT (Ctrl-C), SIGTERM, SIGHUP
+(the ssh session or terminal went away), SIGQUIT (Ctrl-\\): the loop leaves at the start of its next tick,
+before the read, so a tick is never cut between reading and writing. What no handler can catch - SIGKILL,
+the OOM killer, a segfault, a hang (SIGSTOP, a deadlock) - is the supervisor's job: for the unitree-dds
+interface deploy starts ``robot_rl.control.supervisor`` in its own session, which damps the robot when
+``rt/lowcmd`` goes silent, and releases it after its own damping ticks.
+
+Exit status: 0 the run completed; 1 it ended in damping on a fault (the safety chain, or the supervisor
+died); 2 a bad argument or no robot / supervisor to start with; 128 + N stopped by signal N, after damping
+(129 SIGHUP, 130 SIGINT, 131 SIGQUIT, 143 SIGTERM), as a shell reports a signal.
 
 :func:`run_deployment` is the part between connect and close, for tests and scripts; :func:`deploy` is the
 command-line entry point around it.
@@ -23,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -42,10 +50,36 @@ SimulatorName = Literal["mujoco", "pybullet"]
 DAMPING_S = 0.5  # damping ticks sent before close: 25 at 50 Hz, enough that the last command is damping
 DDS_CONNECT_TIMEOUT_S = 5.0
 DDS_MAX_DOMAIN_ID = 232  # the DDS specification's port mapping leaves room for domains 0-232
+SUPERVISOR_START_TIMEOUT_S = 20.0  # a fresh interpreter imports cyclonedds and waits for DDS discovery
+EXIT_COMPLETED, EXIT_FAULTED, EXIT_BAD_ARGUMENT = 0, 1, 2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class DeployError(RobotRLError, ValueError):
     """A deploy argument that cannot work (wrong command size, robot without that interface)."""
+
+
+def command_age_limit(spec: RobotSpec) -> float:
+    """How long the DDS re-publish thread keeps re-sending a command the loop has not renewed: half the
+    stale limit, so that a hung loop (last write ≤ one policy period before it hung) is silent on rt/lowcmd
+    and the supervisor's takeover (one stale limit later) lands within 2 × the stale limit of the hang."""
+    return 0.5 * spec.safety.stale_state_periods * spec.timing.policy_period_s
+
+
+def exit_status(faulted: bool, stop_signal: int | None, supervisor_lost: bool = False) -> int:
+    """The documented exit status of a deployment that reached the robot (see the module docstring)."""
+    if faulted or supervisor_lost:
+        return EXIT_FAULTED
+    if stop_signal is not None:
+        return 128 + int(stop_signal)
+    return EXIT_COMPLETED
+
+
+def _say(text: str, stream=None) -> None:
+    """Print, ignoring a terminal that hung up (EIO after SIGHUP) or a closed pipe: the deploy must still
+    send its damping and exit with its status."""
+    with suppress(OSError, ValueError):
+        print(text, file=stream or sys.stdout, flush=True)
 
 
 class _StopRequested(Exception):
@@ -102,7 +136,8 @@ def connect_robot(spec: RobotSpec, interface: InterfaceName, *, simulator: Simul
                               f"{spec.interface.type!r}; --interface unitree-dds needs 'unitree_dds'")
         from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
 
-        robot = UnitreeDdsRobot(spec, domain_id, network_interface, connect_timeout_s=connect_timeout_s)
+        robot = UnitreeDdsRobot(spec, domain_id, network_interface, connect_timeout_s=connect_timeout_s,
+                                max_command_age_s=command_age_limit(spec))
     else:
         raise DeployError(f"unknown interface {interface!r} (known: sim, unitree-dds)")
     robot.connect()
@@ -206,23 +241,37 @@ def format_summary(result: DeployResult) -> str:
 
 
 @contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT / SIGTERM set ``stop`` instead of raising, so the loop ends on a tick boundary and damps."""
+def _stop_on_signals(stop: threading.Event, caught: list[int]) -> Iterator[None]:
+    """SIGINT / SIGTERM / SIGHUP / SIGQUIT set ``stop`` (and the first one lands in ``caught``) instead of
+    killing the process, so the loop ends on a tick boundary and damps."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
 
     def handler(signum: int, _frame: object) -> None:
-        if not stop.is_set():
-            print(f"\n{signal.Signals(signum).name}: stopping → damping", file=sys.stderr, flush=True)
+        if not caught:
+            caught.append(signum)
+            _say(f"\n{signal.Signals(signum).name}: stopping → damping", sys.stderr)
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _stop_when_supervisor_exits(supervisor, stop: threading.Event, lost: list[int]) -> None:
+    """A supervisor that dies while we run leaves the robot unguarded: stop (→ damping, exit 1)."""
+    def watch() -> None:
+        code = supervisor.proc.wait()
+        if not supervisor.released and not stop.is_set():
+            lost.append(code)
+            _say(f"\nsupervisor exited (status {code}): stopping → damping", sys.stderr)
+            stop.set()
+
+    threading.Thread(target=watch, daemon=True, name="deploy-supervisor-watch").start()
 
 
 @contextmanager
@@ -251,12 +300,16 @@ def _fifo_for_new_threads(priority: int | None) -> Iterator[None]:
 def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", interface: InterfaceName = "sim",
            simulator: SimulatorName = "mujoco", duration_s: float = 20.0, command: tuple[float, ...] = (),
            domain_id: int | None = None, network_interface: str | None = None, log: str | None = None,
-           overwrite: bool = False, fifo_priority: int | None = None) -> int:
+           overwrite: bool = False, fifo_priority: int | None = None, supervisor: bool = True) -> int:
     """Run a policy on a robot in real time (sim or Unitree DDS), log it, and end in damping.
 
     Arms, ramps from the measured pose to the default pose, runs the policy under the command, then stops
-    and sends damping before closing. Ctrl-C stops early the same way. Exit status: 0, or 1 when a safety
-    fault ended the run in damping, 2 for a bad argument.
+    and sends damping before closing. SIGINT (Ctrl-C), SIGTERM, SIGHUP (lost terminal / ssh) and SIGQUIT
+    stop early the same way. With unitree-dds a supervisor process (`robot-rl supervise`) watches rt/lowcmd
+    and damps the robot if this process dies or hangs (SIGKILL, OOM, segfault, SIGSTOP). Exit status:
+    0 completed; 1 ended in damping on a fault (safety chain, or the supervisor died); 2 bad argument,
+    no robot or no supervisor; 128+N stopped by signal N after damping (129 SIGHUP, 130 SIGINT,
+    131 SIGQUIT, 143 SIGTERM).
 
     Args:
         robot: robot name (hardware/robots/NAME.yaml) or path to a spec file.
@@ -274,6 +327,8 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
         overwrite: replace an existing --log file.
         fifo_priority: run the control loop, and every thread started for it (DDS, re-publish, log writer),
             under SCHED_FIFO at this priority (needs CAP_SYS_NICE or root; refused: normal priority).
+        supervisor: unitree-dds: start the supervisor and refuse to run without it (--no-supervisor: run
+            unguarded; a killed or hung deploy then leaves the robot on its last command).
     """
     try:
         positive(duration_s=duration_s)
@@ -297,24 +352,55 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
     except ValueError as exc:  # DeployError, a spec / contract mismatch, a task for another robot
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with _fifo_for_new_threads(fifo_priority):
+    guard = None
+    with _fifo_for_new_threads(fifo_priority):  # the supervisor runs one FIFO level above the loop
+        if interface == "unitree-dds" and supervisor:
+            from robot_rl.control.supervisor import SupervisorProcess
+
+            above = None if fifo_priority is None else min(fifo_priority + 1, os.sched_get_priority_max(os.SCHED_FIFO))
+            guard = SupervisorProcess(robot, domain_id, network_interface, above)  # starts while we connect
         try:
             connected = connect_robot(spec, interface, simulator=simulator, domain_id=domain_id,
                                       network_interface=network_interface)
         except ValueError as exc:
+            _kill(guard)
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_BAD_ARGUMENT
         except KeyboardInterrupt:  # before arming: nothing was sent to the robot
+            _kill(guard)
             print("interrupted before the robot was armed", file=sys.stderr)
-            return 130
-        stop = threading.Event()
+            return 128 + signal.SIGINT
+        except BaseException:
+            _kill(guard)
+            raise
+        stop, caught, lost = threading.Event(), [], []
         try:
-            with _stop_on_signals(stop):
+            with _stop_on_signals(stop, caught):  # a signal while the supervisor starts: never armed
+                if guard is not None:
+                    try:
+                        guard.wait_ready(SUPERVISOR_START_TIMEOUT_S)
+                    except RobotRLError:  # no supervisor: nothing was sent to the robot, and nothing will be
+                        _kill(guard)
+                        raise
+                    _say(f"supervisor: pid {guard.pid} damps the robot if this process dies or hangs")
+                    _stop_when_supervisor_exits(guard, stop, lost)
                 result = run_deployment(runtime, connected, duration_s, command=values, log_path=log,
                                         fifo_priority=fifo_priority, stop_requested=stop, log_overwrite=overwrite,
                                         log_metadata={"robot": spec.name, "policy": str(policy),
                                                       "interface": interface})
-        finally:
+            if guard is not None:  # our damping went out: the supervisor may go
+                guard.release()
+        finally:  # an error past this point leaves the supervisor on guard: it damps if our damping failed
             connected.close()
-    print(format_summary(result), flush=True)
-    return 1 if result.faulted else 0
+    status = exit_status(result.faulted, caught[0] if caught else None, supervisor_lost=bool(lost))
+    _say(format_summary(result))
+    if status != EXIT_COMPLETED:
+        why = (signal.Signals(caught[0]).name if caught and status != EXIT_FAULTED
+               else "supervisor lost" if lost and not result.faulted else "safety fault")
+        _say(f"exit status {status} ({why})")
+    return status
+
+
+def _kill(guard) -> None:
+    if guard is not None:
+        guard.kill()

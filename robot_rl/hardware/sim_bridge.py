@@ -10,6 +10,11 @@ good command the motors are passive (zero torque), as firmware in zero-torque mo
 the spec's default pose with its base at ``base_height``, so it sags and falls: standing it up is the
 runtime's ramp.
 
+There is no command timeout, on purpose: Unitree's low-level mode has none either. A controller that dies
+or hangs leaves its last command in force for as long as the bridge runs (a kp-20 pose target stays a
+kp-20 pose target), so a test against the bridge shows what would happen to the robot, and that it is
+the deploy's supervisor (``robot_rl.control.supervisor``), not the bridge, that damps it.
+
 Timing: one bridge tick per ``hardware_period_s`` (500 Hz) on fixed deadlines. Physics runs at
 ``hardware_period_s / ceil(hardware_period_s / physics_period_s)``: a whole number of physics steps per
 tick, never coarser than the spec's physics period (A1: 2 ms hardware period, 5 ms spec physics → one
@@ -21,7 +26,15 @@ Side channel: ``rt/robot_rl/sim_bridge_status`` (``SimBridgeStatus_``, 10 Hz) ca
 counters (commands received / applied / rejected for a bad CRC, states dropped, ...) and the base height
 (sim ground truth). Real firmware has no such topic and the runtime never reads it; tests and people do.
 Frames with a wrong ``mode_machine`` (unitree_hg) are dropped too: we assume the firmware ignores them,
-which is why the SDK examples echo the robot's value.
+which is why the SDK examples echo the robot's value. The status also says what the command in force is
+(its largest kp, whether it is damping: kp 0 and kd > 0 on every joint) and since when
+(``damping_since_monotonic_s``, the ``time.monotonic()`` of the bridge tick that first applied it, so a
+test or benchmark can time a takeover to the bridge tick, 2 ms, though the status comes at 10 Hz).
+
+Link outage (run_bridge only): SIGUSR1 takes the network link down both ways - no LowState leaves, every
+LowCmd that arrives is discarded - and the next SIGUSR1 brings it back; SIGUSR2 does the same for the
+LowState direction only. While commands are cut off the motors keep the last one that got through, as a
+robot whose cable was pulled does.
 
 Faults (``robot_rl.hardware.faults``) are decided from sim time and message indices only.
 
@@ -91,6 +104,12 @@ class SimBridgeStatus_(idl.IdlStruct, typename="robot_rl.msg.dds_.SimBridgeStatu
     base_height_m: types.float64 = 0.0  # sim ground truth, not something the robot reports
     base_x_m: types.float64 = 0.0  # sim ground truth too: the base's world position in the ground plane
     base_y_m: types.float64 = 0.0
+    command_kp_max: types.float64 = 0.0  # largest kp of the command in force (0: no position stiffness)
+    command_damping: types.uint8 = 0  # the command in force is damping: kp 0 and kd > 0 on every joint
+    damping_since_monotonic_s: types.float64 = 0.0  # time.monotonic() when it became damping (0: it is not)
+    last_command_monotonic_s: types.float64 = 0.0  # time.monotonic() of the newest good command taken
+    link_down: types.uint8 = 0  # link outage: bit 0 no states out (SIGUSR1, SIGUSR2), bit 1 commands lost (SIGUSR1)
+    commands_lost: types.uint64 = 0  # commands discarded while the link was down
 
 
 class SimBridge:
@@ -122,6 +141,8 @@ class SimBridge:
         self._frozen_bytes: bytes | None = None
         self._stop = threading.Event()
         self._entities: list = []
+        self.states_cut = False  # link outage, toggled from signal handlers: no LowState leaves
+        self.commands_cut = False  # ... every LowCmd that arrives is discarded
         self.periods = 0  # hardware periods simulated
 
     def describe(self) -> str:
@@ -155,6 +176,9 @@ class SimBridge:
         for msg in self._cmd_reader.take(N=16):
             if not msg.sample_info.valid_data:  # a controller went away: no data, only an instance state
                 continue
+            if self.commands_cut:
+                s.commands_lost += 1
+                continue
             index = s.commands_received
             s.commands_received += 1
             if faults.corrupt_command(index):
@@ -172,6 +196,14 @@ class SimBridge:
             self.robot.apply_command(self.data, newest)
             s.commands_applied += 1
             s.command_active = 1
+            s.last_command_monotonic_s = now = time.monotonic()
+            s.command_kp_max = float(newest.kp.max())
+            damping = not newest.kp.any() and bool((newest.kd > 0).all())
+            if damping and not s.command_damping:
+                s.damping_since_monotonic_s = now
+            elif not damping:
+                s.damping_since_monotonic_s = 0.0
+            s.command_damping = int(damping)
 
     def _publish_state(self, t: float) -> None:
         s, faults = self.status, self.faults
@@ -191,8 +223,11 @@ class SimBridge:
             if faults.frozen(t):
                 self._frozen_bytes = data
                 s.frozen = 1
+        s.link_down = int(self.states_cut) | 2 * int(self.commands_cut)
         index = s.states_published + s.states_dropped + len(self._pending)
-        if faults.drop_state(index, t):
+        if self.states_cut:
+            pass  # lost on the wire: not a drop-fault decision, so no index is used up
+        elif faults.drop_state(index, t):
             s.states_dropped += 1
         else:
             self._pending.append((faults.release_time(t), data))
@@ -263,6 +298,9 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
         network_interface: interface the DDS traffic stays on (loopback for a sim).
         mode_machine: unitree_hg only: the robot variant the bridge reports (commands must echo it).
         seed: seed of the random drop / corruption decisions.
+
+    While it runs, SIGUSR1 cuts the link both ways (no LowState out, LowCmd discarded) and SIGUSR2 cuts the
+    LowState direction only; the same signal again restores it. Like the firmware it has no command timeout.
     """
     positive(duration_s=duration_s)
     non_negative(delay_ms=delay_ms, freeze_at_s=freeze_at_s, kill_at_s=kill_at_s, seed=seed)
@@ -280,6 +318,16 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = {sig: signal.signal(sig, lambda *_: bridge.stop())
                 for sig in (signal.SIGINT, signal.SIGTERM) if in_main_thread}
+
+    def toggle_link(*_: object) -> None:  # both ways
+        bridge.states_cut = bridge.commands_cut = not (bridge.states_cut or bridge.commands_cut)
+
+    def toggle_states(*_: object) -> None:
+        bridge.states_cut = not bridge.states_cut
+
+    if in_main_thread:
+        previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, toggle_link)
+        previous[signal.SIGUSR2] = signal.signal(signal.SIGUSR2, toggle_states)
     try:
         reason = bridge.run(duration_s)
         print(f"sim bridge {reason} at t={bridge.status.sim_time_s:.3f} s: {json.dumps(bridge.summary())}",

@@ -19,7 +19,10 @@ Reading and writing (the control loop never waits on DDS):
   ``spec.timing.hardware_period_s`` (500 Hz) on fixed deadlines, as the firmware expects a steady
   stream. It skips a deadline when ``write()`` published less than half a period before. Serializing a
   ``LowCmd`` in Python costs ≈ 180 µs; re-sending the stored bytes costs only the DDS write. (Python
-  (de)serialization costs: benchmarks/results/RESULTS_dds_latency.md.)
+  (de)serialization costs: benchmarks/results/RESULTS_dds_latency.md.) With ``max_command_age_s`` it stops
+  re-sending a command that ``write()`` has not renewed for that long: a hung control loop then goes
+  silent on ``rt/lowcmd`` instead of being hidden by this thread, and the supervisor
+  (``robot_rl.control.supervisor``), which watches that stream, damps the robot.
 
 QoS: ``LowState`` is read best-effort, keep-last 1 (only the newest state matters; best-effort matches
 both reliable and best-effort writers); ``LowCmd`` is written reliable, keep-last 1 (matches readers of
@@ -248,7 +251,8 @@ class UnitreeDdsRobot:
     """
 
     def __init__(self, spec: RobotSpec, domain_id: int | None = None, network_interface: str | None = None, *,
-                 connect_timeout_s: float = 5.0, tag_state_tick: bool = False, spin_s: float = 0.0) -> None:
+                 connect_timeout_s: float = 5.0, tag_state_tick: bool = False, spin_s: float = 0.0,
+                 max_command_age_s: float | None = None) -> None:
         self.spec = spec
         self.slot_map = MotorSlotMap.from_spec(spec)
         iface = spec.interface
@@ -269,6 +273,8 @@ class UnitreeDdsRobot:
         self._last_read_tick = 0
         self._command_bytes: bytes | None = None
         self._last_publish = -np.inf
+        self._last_write = -np.inf
+        self.max_command_age_s = np.inf if max_command_age_s is None else max_command_age_s
         self.states_received = 0  # good states taken since connect
         self.state_crc_errors = 0  # states taken with a bad CRC (dropped)
         self.commands_written = 0
@@ -347,7 +353,7 @@ class UnitreeDdsRobot:
             data = serialize_for(self._writer, with_crc(msg))
             self._command_bytes = data
             write_serialized(self._writer, data)
-            self._last_publish = time.perf_counter()
+            self._last_publish = self._last_write = time.perf_counter()
             self.commands_written += 1
         return sent
 
@@ -401,12 +407,16 @@ class UnitreeDdsRobot:
         for tick in loop:
             if self._stop.is_set():
                 return
-            data = self._command_bytes
-            if data is None or tick.wake - self._last_publish < half:
+            if self._command_bytes is None or tick.wake - self._last_publish < half:
                 continue
+            if tick.wake - self._last_write > self.max_command_age_s:
+                continue  # the control loop stopped writing: let the stream stop with it
             with self._write_lock:
                 if self._writer is None:
                     return
-                write_serialized(self._writer, data)
+                # Read under the lock: bytes taken before it could be older than a write() that got the lock
+                # first, and re-sending them after it would put the previous command back in force (a policy
+                # target after the first damping frame).
+                write_serialized(self._writer, self._command_bytes)
             self._last_publish = tick.wake
             self.commands_republished += 1
