@@ -4,23 +4,35 @@ deploy node talking to it over unitree_dds, activated as soon as it is configure
     ros2 launch robot_rl sim.launch.py                      # A1, the shipped flat-ground policy
     ros2 run robot_rl teleop_node                           # in a second terminal: drive it
 
-Stopping the bridge stops the launch.
+The deploy node's output is always unitree_dds here (the bridge speaks nothing else), so this file has no
+``interface`` argument. Stopping the bridge stops the launch; Ctrl-C stops both, the deploy node sending
+damping first.
 """
 
+import importlib.util
 import os
 
 from launch import LaunchDescription
-from launch.actions import (
-    DeclareLaunchArgument,
-    EmitEvent,
-    ExecuteProcess,
-    IncludeLaunchDescription,
-    RegisterEventHandler,
-)
+from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
+
+from robot_rl.ros.launch_logic import exit_shutdown_reason
+
+
+def _deploy_launch():
+    """deploy.launch.py, installed beside this file (or beside it in the repository's launch/)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy.launch.py")
+    spec = importlib.util.spec_from_file_location("robot_rl_deploy_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _on_bridge_exit(event, context):
+    reason = exit_shutdown_reason(context.is_shutdown, "the sim bridge", event.returncode)
+    return [] if reason is None else [EmitEvent(event=Shutdown(reason=reason))]
 
 
 def generate_launch_description():
@@ -29,16 +41,7 @@ def generate_launch_description():
         name="robot_rl_sim_bridge",
         output="screen",
     )
-    deploy = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(os.path.dirname(__file__), "deploy.launch.py")),
-        launch_arguments={
-            "robot": LaunchConfiguration("robot"),
-            "policy": LaunchConfiguration("policy"),
-            "interface": "unitree_dds",
-            "namespace": LaunchConfiguration("namespace"),
-            "autostart": LaunchConfiguration("autostart"),
-        }.items(),
-    )
+    deploy = _deploy_launch()
     return LaunchDescription([
         DeclareLaunchArgument(
             "robot", default_value="a1",
@@ -47,14 +50,17 @@ def generate_launch_description():
             "policy", default_value="policies/a1_flat/policy.onnx",
             description="Policy .onnx file; a relative path is tried from the working directory, then the repository"),
         DeclareLaunchArgument(
+            "params_file", default_value="",
+            description="Deploy node parameters YAML; empty: config/{robot}_params.yaml generated from the spec "
+                        "(its interface is overridden: always unitree_dds)"),
+        DeclareLaunchArgument(
             "namespace", default_value="",
             description="ROS namespace of the deploy node and its topics"),
         DeclareLaunchArgument(
             "autostart", default_value="true",
             description="true: activate (ramp, then policy) as soon as configure succeeds; false: configure only"),
         bridge,
-        RegisterEventHandler(OnProcessExit(
-            target_action=bridge,
-            on_exit=[EmitEvent(event=Shutdown(reason="the sim bridge exited"))])),
-        deploy,
+        # Only when the launch is not already shutting down: a second Shutdown fails launch_ros (exit 1).
+        RegisterEventHandler(OnProcessExit(target_action=bridge, on_exit=_on_bridge_exit)),
+        OpaqueFunction(function=deploy.deploy_actions, kwargs={"interface": "unitree_dds"}),
     ])
