@@ -21,9 +21,10 @@ from lifecycle_msgs.msg import Transition
 from robot_rl.ros.launch_logic import deploy_node_parameters, is_true
 
 
-def deploy_actions(context, interface=None):
+def deploy_actions(context, interface=None, **parameters):
     """The deploy node, its configure, and (autostart) its activate once configured. ``interface``: forced
-    output (sim.launch.py: unitree_dds), else the ``interface`` launch argument."""
+    output (sim.launch.py: unitree_dds), else the ``interface`` launch argument; ``parameters``: more
+    parameter overrides (sim.launch.py: the link's dds_domain_id)."""
     arg = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
     node = LifecycleNode(
         package="robot_rl",
@@ -32,7 +33,7 @@ def deploy_actions(context, interface=None):
         namespace=arg("namespace"),
         parameters=deploy_node_parameters(
             get_package_share_directory("robot_rl"), arg("robot"), arg("policy"),
-            arg("interface") if interface is None else interface, arg("params_file")),
+            arg("interface") if interface is None else interface, arg("params_file"), **parameters),
         output="screen",
         emulate_tty=True,
     )

@@ -5,8 +5,9 @@ deploy node talking to it over unitree_dds, activated as soon as it is configure
     ros2 run robot_rl teleop_node                           # in a second terminal: drive it
 
 The deploy node's output is always unitree_dds here (the bridge speaks nothing else), so this file has no
-``interface`` argument. Stopping the bridge stops the launch; Ctrl-C stops both, the deploy node sending
-damping first.
+``interface`` argument. The bridge and the deploy node's Unitree link use their own DDS domain, by default
+the one after ROS_DOMAIN_ID, so ROS 2 processes don't see the plain-DDS Unitree topics. Stopping the bridge
+stops the launch; Ctrl-C stops both, the deploy node sending damping first.
 """
 
 import importlib.util
@@ -18,7 +19,7 @@ from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 
-from robot_rl.ros.launch_logic import exit_shutdown_reason
+from robot_rl.ros.launch_logic import exit_shutdown_reason, sim_link_domain
 
 
 def _deploy_launch():
@@ -35,13 +36,23 @@ def _on_bridge_exit(event, context):
     return [] if reason is None else [EmitEvent(event=Shutdown(reason=reason))]
 
 
-def generate_launch_description():
+def _sim(context):
+    robot = LaunchConfiguration("robot").perform(context)
+    domain = sim_link_domain(LaunchConfiguration("link_domain_id").perform(context), os.environ.get("ROS_DOMAIN_ID"))
     bridge = ExecuteProcess(
-        cmd=["robot-rl", "bridge", "--robot", LaunchConfiguration("robot")],
+        cmd=["robot-rl", "bridge", "--robot", robot, "--domain-id", str(domain)],
         name="robot_rl_sim_bridge",
         output="screen",
     )
-    deploy = _deploy_launch()
+    return [
+        bridge,
+        # Only when the launch is not already shutting down: a second Shutdown fails launch_ros (exit 1).
+        RegisterEventHandler(OnProcessExit(target_action=bridge, on_exit=_on_bridge_exit)),
+        *_deploy_launch().deploy_actions(context, interface="unitree_dds", dds_domain_id=domain),
+    ]
+
+
+def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument(
             "robot", default_value="a1",
@@ -59,8 +70,9 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "autostart", default_value="true",
             description="true: activate (ramp, then policy) as soon as configure succeeds; false: configure only"),
-        bridge,
-        # Only when the launch is not already shutting down: a second Shutdown fails launch_ros (exit 1).
-        RegisterEventHandler(OnProcessExit(target_action=bridge, on_exit=_on_bridge_exit)),
-        OpaqueFunction(function=deploy.deploy_actions, kwargs={"interface": "unitree_dds"}),
+        DeclareLaunchArgument(
+            "link_domain_id", default_value="auto",
+            description="DDS domain of the Unitree link between the bridge and the deploy node; auto: the one "
+                        "after ROS_DOMAIN_ID, so ROS 2 never sees those plain-DDS topics"),
+        OpaqueFunction(function=_sim),
     ])

@@ -61,6 +61,7 @@ NODE_DEFAULTS: dict[str, Any] = {
     "cmd_vel_timeout_s": 0.5,  # no cmd_vel for this long → zero velocity command
     "diagnostics_period_s": 1.0,
     "publish_state": True,  # unitree_dds: republish the robot's state as joint_states and imu/data
+    "dds_domain_id": -1,  # unitree_dds: DDS domain of the robot link; -1: the spec's interface.domain_id
     "pause_gc": True,  # garbage collection off while the control loop runs (see control/loop_timing)
     "fifo_priority": 0,  # > 0: ask for SCHED_FIFO at this priority for the control thread
 }
@@ -101,6 +102,8 @@ PARAMETER_DESCRIPTIONS: dict[str, str] = {
     "cmd_vel_timeout_s": "No cmd_vel for this long: the velocity command goes to zero",
     "diagnostics_period_s": "Period of ~/status and /diagnostics, in every lifecycle state",
     "publish_state": "unitree_dds: republish the robot's state as joint_states and imu/data",
+    "dds_domain_id": "unitree_dds: DDS domain of the robot link (rt/lowcmd, rt/lowstate); -1: the spec's "
+                     "interface.domain_id (the robot's own, 0)",
     "pause_gc": "Garbage collection off while the control loop runs",
     "fifo_priority": "> 0: ask for SCHED_FIFO at this priority for the control thread",
 }

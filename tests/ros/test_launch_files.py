@@ -81,12 +81,13 @@ def test_sim_declares_no_interface_and_reuses_the_deploy_launch_with_unitree_dds
     # Including deploy.launch.py would list its interface argument, which the sim silently overrode.
     sim = LAUNCH_DIR / "sim.launch.py"
     arguments = declared_arguments(sim)
-    assert {"robot", "policy", "params_file", "namespace", "autostart"} == set(arguments)
-    assert set(arguments) < set(declared_arguments(LAUNCH_DIR / "deploy.launch.py"))
+    assert {"robot", "policy", "params_file", "namespace", "autostart", "link_domain_id"} == set(arguments)
+    assert "interface" not in arguments
+    assert set(arguments) - {"link_domain_id"} < set(declared_arguments(LAUNCH_DIR / "deploy.launch.py"))
     text = sim.read_text()
     assert "IncludeLaunchDescription" not in text
-    assert '"robot-rl", "bridge", "--robot"' in text
-    assert 'deploy.deploy_actions, kwargs={"interface": "unitree_dds"}' in text
+    assert '"robot-rl", "bridge", "--robot", robot, "--domain-id", str(domain)' in text
+    assert 'deploy_actions(context, interface="unitree_dds", dds_domain_id=domain)' in text
     assert "exit_shutdown_reason(context.is_shutdown" in text
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from robot_rl.ros.launch_logic import deploy_node_parameters, exit_shutdown_reason, is_true
+from robot_rl.ros.launch_logic import deploy_node_parameters, exit_shutdown_reason, is_true, sim_link_domain
 
 
 def test_bridge_exit_shuts_the_launch_down_once():
@@ -33,3 +33,22 @@ def test_deploy_node_parameters(tmp_path):
     assert deploy_node_parameters(str(share), "a1", "p.onnx", params_file="/x.yaml")[0] == "/x.yaml"
     # a robot without a generated file: no file at all, the node's defaults come from its spec
     assert deploy_node_parameters(str(share), "mybot", "p.onnx") == [{"robot": "mybot", "policy": "p.onnx"}]
+    # sim.launch.py's extra overrides
+    assert deploy_node_parameters(str(share), "a1", "p.onnx", "unitree_dds", dds_domain_id=1)[-1] == {
+        "robot": "a1", "policy": "p.onnx", "interface": "unitree_dds", "dds_domain_id": 1}
+
+
+@pytest.mark.parametrize(("requested", "ros_domain", "domain"), [
+    ("auto", None, 1), ("auto", "0", 1), ("", "7", 8), ("AUTO", "232", 0), ("auto", "not a number", 1),
+    ("5", None, 5), ("0", "3", 0),
+])
+def test_sim_link_domain_defaults_to_one_ros_does_not_use(requested, ros_domain, domain):
+    assert sim_link_domain(requested, ros_domain) == domain
+    if requested.lower() in ("", "auto"):
+        assert str(domain) != (ros_domain or "0")  # ROS 2 processes never see the Unitree topics
+
+
+@pytest.mark.parametrize("requested", ["233", "-1", "lo"])
+def test_sim_link_domain_rejects_what_dds_does_not_take(requested):
+    with pytest.raises(ValueError, match="link_domain_id"):
+        sim_link_domain(requested, None)

@@ -198,7 +198,8 @@ class DeployNode(LifecycleNode):
     def _create_io(self, interface: str, use_imu: bool, expected: dict) -> None:
         track, p = self._track, self._param
         if interface == "unitree_dds":
-            self._dds = open_unitree_interface(self._spec)
+            domain = p("dds_domain_id")
+            self._dds = open_unitree_interface(self._spec, None if domain is None or domain < 0 else domain)
             if p("publish_state"):  # plain publishers: the robot's state is news whether or not the policy runs
                 self._js_pub = track("pub", self.create_publisher(JointState, p("joint_states_topic"), 10))
                 if use_imu:
