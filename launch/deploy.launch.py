@@ -8,6 +8,9 @@ This file is the only copy: the ROS 2 package installs it from the repository's 
 sim.launch.py reuses deploy_actions() from it.
 """
 
+import importlib.util
+import os
+
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
@@ -18,7 +21,14 @@ from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
 
-from robot_rl.ros.launch_logic import deploy_node_parameters, is_true
+
+def _logic():
+    """launch_logic.py beside this file (no robot_rl import: `ros2 launch` may not see the virtualenv)."""
+    spec = importlib.util.spec_from_file_location(
+        "robot_rl_launch_logic", os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_logic.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def deploy_actions(context, interface=None, **parameters):
@@ -26,12 +36,13 @@ def deploy_actions(context, interface=None, **parameters):
     output (sim.launch.py: unitree_dds), else the ``interface`` launch argument; ``parameters``: more
     parameter overrides (sim.launch.py: the link's dds_domain_id)."""
     arg = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    logic = _logic()
     node = LifecycleNode(
         package="robot_rl",
         executable="deploy_node",
         name="robot_rl_deploy",
         namespace=arg("namespace"),
-        parameters=deploy_node_parameters(
+        parameters=logic.deploy_node_parameters(
             get_package_share_directory("robot_rl"), arg("robot"), arg("policy"),
             arg("interface") if interface is None else interface, arg("params_file"), **parameters),
         output="screen",
@@ -40,7 +51,7 @@ def deploy_actions(context, interface=None, **parameters):
     configure = EmitEvent(event=ChangeState(
         lifecycle_node_matcher=matches_action(node), transition_id=Transition.TRANSITION_CONFIGURE))
     actions = [node, configure]
-    if is_true(arg("autostart")):
+    if logic.is_true(arg("autostart")):
         # Activate once configure has succeeded (configuring → inactive), never after a later deactivate.
         actions.insert(1, RegisterEventHandler(OnStateTransition(
             target_lifecycle_node=node, start_state="configuring", goal_state="inactive",

@@ -19,26 +19,26 @@ from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 
-from robot_rl.ros.launch_logic import exit_shutdown_reason, sim_link_domain
 
-
-def _deploy_launch():
-    """deploy.launch.py, installed beside this file (or beside it in the repository's launch/)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy.launch.py")
-    spec = importlib.util.spec_from_file_location("robot_rl_deploy_launch", path)
+def _beside(name):
+    """A file beside this one (installed together): launch_logic.py, deploy.launch.py. Not `import robot_rl`:
+    `ros2 launch` runs on the interpreter ROS 2 was installed for, which may not see the virtualenv."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(f"robot_rl_launch_{name.split('.')[0]}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def _on_bridge_exit(event, context):
-    reason = exit_shutdown_reason(context.is_shutdown, "the sim bridge", event.returncode)
+    reason = _beside("launch_logic.py").exit_shutdown_reason(context.is_shutdown, "the sim bridge", event.returncode)
     return [] if reason is None else [EmitEvent(event=Shutdown(reason=reason))]
 
 
 def _sim(context):
     robot = LaunchConfiguration("robot").perform(context)
-    domain = sim_link_domain(LaunchConfiguration("link_domain_id").perform(context), os.environ.get("ROS_DOMAIN_ID"))
+    domain = _beside("launch_logic.py").sim_link_domain(
+        LaunchConfiguration("link_domain_id").perform(context), os.environ.get("ROS_DOMAIN_ID"))
     bridge = ExecuteProcess(
         cmd=["robot-rl", "bridge", "--robot", robot, "--domain-id", str(domain)],
         name="robot_rl_sim_bridge",
@@ -48,7 +48,7 @@ def _sim(context):
         bridge,
         # Only when the launch is not already shutting down: a second Shutdown fails launch_ros (exit 1).
         RegisterEventHandler(OnProcessExit(target_action=bridge, on_exit=_on_bridge_exit)),
-        *_deploy_launch().deploy_actions(context, interface="unitree_dds", dds_domain_id=domain),
+        *_beside("deploy.launch.py").deploy_actions(context, interface="unitree_dds", dds_domain_id=domain),
     ]
 
 

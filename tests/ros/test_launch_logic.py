@@ -1,8 +1,36 @@
-"""The launch files' decisions (robot_rl.ros.launch_logic), without the ROS `launch` package."""
+"""The launch files' decisions (launch/launch_logic.py), without the ROS `launch` package."""
+
+import ast
+import importlib.util
 
 import pytest
 
-from robot_rl.ros.launch_logic import deploy_node_parameters, exit_shutdown_reason, is_true, sim_link_domain
+from robot_rl.robots.spec import REPO_ROOT
+
+LAUNCH_DIR = REPO_ROOT / "launch"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("launch_logic_under_test", LAUNCH_DIR / "launch_logic.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+logic = _load()
+deploy_node_parameters, exit_shutdown_reason = logic.deploy_node_parameters, logic.exit_shutdown_reason
+is_true, sim_link_domain = logic.is_true, logic.sim_link_domain
+
+
+@pytest.mark.parametrize("name", ["launch_logic.py", "deploy.launch.py", "sim.launch.py", "teleop.launch.py"])
+def test_launch_files_import_nothing_from_robot_rl(name):
+    # `ros2 launch` runs on the interpreter ROS 2 was installed for (/usr/bin/python3), which does not see
+    # the virtualenv where robot_rl is installed.
+    for node in ast.walk(ast.parse((LAUNCH_DIR / name).read_text())):
+        if isinstance(node, ast.ImportFrom):
+            assert not (node.module or "").startswith("robot_rl"), f"{name} imports {node.module}"
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("robot_rl") for a in node.names), f"{name} imports robot_rl"
 
 
 def test_bridge_exit_shuts_the_launch_down_once():

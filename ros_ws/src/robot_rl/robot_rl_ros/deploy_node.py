@@ -223,7 +223,8 @@ class DeployNode(LifecycleNode):
         track("sub", self.create_subscription(Bool, p("estop_topic"), self._on_estop_topic, 10))
         track("srv", self.create_service(Trigger, "~/estop", self._on_estop_service))
         track("srv", self.create_service(Trigger, "~/reset_fault", self._on_reset_fault_service))
-        self._diag_timer.timer_period_ns = int(p("diagnostics_period_s") * 1e9)
+        self.destroy_timer(self._diag_timer)  # the period is read on configure, like every parameter
+        self._diag_timer = self.create_timer(p("diagnostics_period_s"), self._publish_diagnostics)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         result = super().on_activate(state)  # enables the lifecycle publishers

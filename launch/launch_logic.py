@@ -1,6 +1,9 @@
-"""Decisions the launch files make, as plain functions (no ``launch`` import), tested without ROS 2.
+"""Decisions the launch files make, as plain functions, tested without ROS 2 (tests/ros/test_launch_logic.py).
 
-The launch files in the repository's ``launch/`` call these from their OpaqueFunctions and event handlers.
+The launch files beside this one load it by path: ``ros2 launch`` runs on the interpreter
+ROS 2 was installed for (``/usr/bin/python3``), which does not see the virtualenv that has robot_rl, so
+nothing here (nor in the launch files) may import robot_rl; only the standard library. Installed with them
+into ``share/robot_rl/launch``.
 """
 
 from __future__ import annotations
