@@ -10,8 +10,9 @@ Values follow the schema: :func:`message_json` encodes each field by its ROS typ
 integer its schema says, not as a one-character string.
 
 The file is also a robot_rl deploy log as far as ``robot-rl log summarize`` is concerned: safety events
-heard on the recorded topics (an e-stop on a ``std_msgs/Bool`` ``.../estop`` topic, the deploy node's
-events on its ``.../status`` topic) are written to ``/safety/events`` with the deploy log's schema, and
+heard on the recorded topics (the deploy node's events on its ``.../status`` topic, e-stops included; an
+e-stop on a ``std_msgs/Bool`` ``.../estop`` topic where no status is recorded) are written to
+``/safety/events`` with the deploy log's schema, and
 ``close()`` writes the deploy log's counters metadata (``robot_rl.deploy_log``), which marks a file closed
 cleanly. Like the deploy log, the writer ends its chunk and writes it out at least every ``flush_s``
 (0.5 s), so a recorder killed outright loses at most that much, and it never replaces an existing file
@@ -105,16 +106,23 @@ def message_json(type_name: str, fields: Mapping[str, str], message: Mapping[str
             if name in message}
 
 
-def safety_events(topic: str, type_name: str, message: Mapping[str, Any], t: float) -> list[dict[str, Any]]:
+def is_status_topic(topic: str, type_name: str) -> bool:
+    """The deploy node's JSON status topic (``.../status``, ``std_msgs/String``)."""
+    return type_name == "std_msgs/msg/String" and topic.rstrip("/").rsplit("/", 1)[-1] == "status"
+
+
+def safety_events(topic: str, type_name: str, message: Mapping[str, Any], t: float,
+                  status_recorded: bool = False) -> list[dict[str, Any]]:
     """The deploy log's ``/safety/events`` records (filter, fault, detail, joints, t) in one recorded message:
-    ``std_msgs/Bool`` true on a topic named ``estop`` (the e-stop topic), and the ``events`` of the deploy
-    node's JSON ``status`` (``std_msgs/String`` on a topic named ``status``) other than notes."""
+    the ``events`` of the deploy node's JSON ``status`` other than notes (every e-stop the node took, from
+    its topic or its service, is one of them), and, only while no status topic is recorded
+    (``status_recorded``), ``std_msgs/Bool`` true on a topic named ``estop``."""
     name = topic.rstrip("/").rsplit("/", 1)[-1]
     if type_name == "std_msgs/msg/Bool" and name == "estop":
-        if message.get("data") is True:
+        if message.get("data") is True and not status_recorded:
             return [{"t": t, "filter": "estop", "fault": True, "detail": f"e-stop on {topic}", "joints": []}]
         return []
-    if type_name != "std_msgs/msg/String" or name != "status":
+    if not is_status_topic(topic, type_name):
         return []
     try:
         status = json.loads(message.get("data", ""))
@@ -193,7 +201,8 @@ class McapJsonWriter:
             raise KeyError(f"topic {topic!r} was not registered with add_topic()")
         self._add(topic, message, log_time_ns, publish_time_ns)
         self.message_count += 1
-        events = safety_events(topic, self._types[topic], message, log_time_ns * 1e-9)
+        status_recorded = any(is_status_topic(t, type_name) for t, type_name in self._types.items())
+        events = safety_events(topic, self._types[topic], message, log_time_ns * 1e-9, status_recorded)
         if events and EVENTS not in self._channels:
             self.add_topic(EVENTS, SCHEMAS[EVENTS]["title"], SCHEMAS[EVENTS])
         for event in events:

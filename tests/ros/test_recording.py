@@ -223,9 +223,26 @@ def test_log_summarize_reads_a_recorder_file_with_its_estop(tmp_path, capsys):
         writer.write("/robot_rl_deploy/status", {"data": "not json"}, log_time_ns=2_600_000_000)
     summary = summarize_log(path)
     assert summary["closed_cleanly"] is True and summary["truncated"] is False
-    assert summary["safety_events"]["total"] == 3 and summary["safety_events"]["faults"] == 2
-    assert summary["safety_events"]["by_filter"] == {"estop": 2, "rate": 1}
+    # the e-stop the node reported on its status counts once; the /estop message itself is not counted again
+    assert summary["safety_events"]["total"] == 2 and summary["safety_events"]["faults"] == 1
+    assert summary["safety_events"]["by_filter"] == {"estop": 1, "rate": 1}
     assert summary["messages"]["/estop"] == 2 and summary["dropped_records"] == 0
     assert log_summarize(str(path)) == 0
     out = capsys.readouterr().out
-    assert "not closed cleanly" not in out and "safety events: 3 (2 faults)" in out
+    assert "not closed cleanly" not in out and "safety events: 2 (1 faults)" in out
+
+
+def test_estop_messages_count_as_safety_events_when_no_deploy_status_is_recorded(tmp_path):
+    from robot_rl.data.mcap_log import summarize_log
+    from robot_rl.ros.recording import safety_events
+
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": True}, 1.0) == [
+        {"t": 1.0, "filter": "estop", "fault": True, "detail": "e-stop on /estop", "joints": []}]
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": False}, 1.0) == []
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": True}, 1.0, status_recorded=True) == []
+    assert safety_events("/chatter", "std_msgs/msg/String", {"data": "{}"}, 1.0) == []
+    path = tmp_path / "rec.mcap"
+    with McapJsonWriter(path) as writer:
+        writer.add_topic("/ns/estop", "std_msgs/msg/Bool", {"type": "object", "properties": {}})
+        writer.write("/ns/estop", {"data": True}, log_time_ns=1)
+    assert summarize_log(path)["safety_events"]["by_filter"] == {"estop": 1}
