@@ -280,8 +280,10 @@ class DeployNode(LifecycleNode):
                 self.get_logger().info(f"exit: damping sent ({interface})")
             elif not was_active:
                 self.get_logger().info(f"exit: inactive, damping was sent on deactivate ({interface})")
+            elif self._last_state is None:  # the loop never stepped: nothing was ever sent to the robot
+                self.get_logger().info(f"exit: no state ever arrived, so nothing was sent ({interface})")
             else:
-                self.get_logger().error(f"exit: damping NOT sent ({interface}): no measured pose to hold yet")
+                self.get_logger().error(f"exit: damping NOT sent ({interface})")
         self._release()
         self._lifecycle = "finalized"
 
