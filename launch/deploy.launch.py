@@ -5,8 +5,10 @@
     ros2 lifecycle set /robot_rl_deploy deactivate    # damping
 
 This file is the only copy: the ROS 2 package installs it from the repository's launch/ directory.
+sim.launch.py reuses deploy_actions() from it.
 """
 
+import importlib.util
 import os
 
 from ament_index_python.packages import get_package_share_directory
@@ -20,28 +22,36 @@ from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
 
 
-def _deploy(context):
-    robot = LaunchConfiguration("robot").perform(context)
-    params_file = LaunchConfiguration("params_file").perform(context) or os.path.join(
-        get_package_share_directory("robot_rl"), "config", f"{robot}_params.yaml"
-    )
-    overrides = {"robot": robot, "policy": LaunchConfiguration("policy").perform(context)}
-    interface = LaunchConfiguration("interface").perform(context)
-    if interface:  # empty: the parameters file's choice, i.e. the robot's own hardware interface
-        overrides["interface"] = interface
+def _logic():
+    """launch_logic.py beside this file (no robot_rl import: `ros2 launch` may not see the virtualenv)."""
+    spec = importlib.util.spec_from_file_location(
+        "robot_rl_launch_logic", os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_logic.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def deploy_actions(context, interface=None, **parameters):
+    """The deploy node, its configure, and (autostart) its activate once configured. ``interface``: forced
+    output (sim.launch.py: unitree_dds), else the ``interface`` launch argument; ``parameters``: more
+    parameter overrides (sim.launch.py: the link's dds_domain_id)."""
+    arg = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    logic = _logic()
     node = LifecycleNode(
         package="robot_rl",
         executable="deploy_node",
         name="robot_rl_deploy",
-        namespace=LaunchConfiguration("namespace").perform(context),
-        parameters=[params_file, overrides],
+        namespace=arg("namespace"),
+        parameters=logic.deploy_node_parameters(
+            get_package_share_directory("robot_rl"), arg("robot"), arg("policy"),
+            arg("interface") if interface is None else interface, arg("params_file"), **parameters),
         output="screen",
         emulate_tty=True,
     )
     configure = EmitEvent(event=ChangeState(
         lifecycle_node_matcher=matches_action(node), transition_id=Transition.TRANSITION_CONFIGURE))
     actions = [node, configure]
-    if LaunchConfiguration("autostart").perform(context).lower() in ("true", "1", "yes"):
+    if logic.is_true(arg("autostart")):
         # Activate once configure has succeeded (configuring → inactive), never after a later deactivate.
         actions.insert(1, RegisterEventHandler(OnStateTransition(
             target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
@@ -65,12 +75,13 @@ def generate_launch_description():
                         "(unitree_dds for a1, go2, g1; ros2_control for panda)"),
         DeclareLaunchArgument(
             "params_file", default_value="",
-            description="Node parameters YAML; empty: config/{robot}_params.yaml generated from the spec"),
+            description="Node parameters YAML; empty: config/{robot}_params.yaml generated from the spec, "
+                        "or the spec's defaults where there is none"),
         DeclareLaunchArgument(
             "namespace", default_value="",
             description="ROS namespace of the node and its topics"),
         DeclareLaunchArgument(
             "autostart", default_value="false",
             description="true: activate (ramp, then policy) as soon as configure succeeds; false: configure only"),
-        OpaqueFunction(function=_deploy),
+        OpaqueFunction(function=deploy_actions),
     ])

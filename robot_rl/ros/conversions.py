@@ -194,22 +194,67 @@ def twist_command_indices(command_names: Sequence[str]) -> tuple[int, ...]:
     return tuple(TWIST_FIELDS[name] for name in command_names)
 
 
-COMMAND_INPUTS = ("auto", "cmd_vel", "none")
+# Reach command name → index into a geometry_msgs/Point (x, y, z): the Panda reach policy's target.
+TARGET_FIELDS: dict[str, int] = {"target_x": 0, "target_y": 1, "target_z": 2}
+COMMAND_INPUTS = ("auto", "cmd_vel", "target", "none")
 
 
-def command_input_indices(command_input: str, command_names: Sequence[str]) -> tuple[tuple[int, ...] | None, str]:
-    """How the deploy node feeds the policy's commands: (Twist indices, or None for "don't subscribe to
-    cmd_vel"; a warning for the log, or ""). See the ``command_input`` parameter in gen_config."""
+def target_command_indices(command_names: Sequence[str]) -> tuple[int, ...]:
+    """Where each of the policy's commands sits in a Point (x, y, z); checked once, at configure."""
+    unknown = [name for name in command_names if name not in TARGET_FIELDS]
+    if unknown:
+        raise MessageError(
+            f"target: the policy's command{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"cannot come from a geometry_msgs/PointStamped (it carries {', '.join(TARGET_FIELDS)})"
+        )
+    return tuple(TARGET_FIELDS[name] for name in command_names)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandSource:
+    """Where the deploy node takes the policy's commands from: ``kind`` "cmd_vel" (a Twist), "target" (a
+    PointStamped) or None (not subscribed: the commands keep their initial values); ``indices`` into the
+    message's fields; ``warning`` for the log, or ""."""
+
+    kind: str | None
+    indices: tuple[int, ...] = ()
+    warning: str = ""
+
+
+def command_source(command_input: str, command_names: Sequence[str]) -> CommandSource:
+    """The ``command_input`` parameter (see gen_config) applied to the policy's command names."""
     if command_input not in COMMAND_INPUTS:
         raise MessageError(f"command_input must be one of {', '.join(COMMAND_INPUTS)}, got {command_input!r}")
     if command_input == "none" or not command_names:
-        return None, ""
-    try:
-        return twist_command_indices(command_names), ""
-    except MessageError as exc:
-        if command_input == "cmd_vel":
+        return CommandSource(None)
+    mappers = {"cmd_vel": twist_command_indices, "target": target_command_indices}
+    if command_input != "auto":
+        try:
+            return CommandSource(command_input, mappers[command_input](command_names))
+        except MessageError as exc:
             raise MessageError(f"{exc}; set command_input to none to run with the initial commands") from None
-        return None, f"{exc}: cmd_vel is not subscribed and the commands keep their initial values"
+    problems = []
+    for kind, mapper in mappers.items():
+        try:
+            return CommandSource(kind, mapper(command_names))
+        except MessageError as exc:
+            problems.append(str(exc))
+    return CommandSource(None, (), f"{'; '.join(problems)}: no command input is subscribed and the commands keep "
+                                   "their initial values")
+
+
+def command_input_indices(command_input: str, command_names: Sequence[str]) -> tuple[tuple[int, ...] | None, str]:
+    """Twist indices of the policy's commands, or None when they don't come from cmd_vel; and a warning."""
+    source = command_source(command_input, command_names)
+    return (source.indices if source.kind == "cmd_vel" else None), source.warning
+
+
+def point_to_command(xyz: Sequence[float], indices: Sequence[int]) -> np.ndarray:
+    """The policy's command vector from a PointStamped's point; the runtime clamps it to the contract's ranges."""
+    point = np.asarray(xyz, dtype=np.float64)
+    if not np.all(np.isfinite(point)):
+        raise MessageError(f"target: non-finite point {list(xyz)}")
+    return point[list(indices)]
 
 
 def twist_to_command(linear_xyz: Sequence[float], angular_xyz: Sequence[float], indices: Sequence[int]) -> np.ndarray:
@@ -328,6 +373,40 @@ def diagnostic_status(
     message = f"{mode}: {'; '.join(notes)}" if notes else mode
     return {"level": diagnostic_level(mode, warnings, errors), "name": name, "message": message,
             "hardware_id": hardware_id, "values": flatten_stats(stats)}
+
+
+def event_record(event: Any) -> dict[str, Any]:
+    """A runtime safety event (or a plain note) as the status topic's JSON carries it: the fields of the deploy
+    log's ``/safety/events`` records (filter, fault, detail, joints) plus ``text``, the runtime's wording."""
+    if isinstance(event, str):
+        return {"filter": "note", "fault": False, "detail": event, "joints": [], "text": event}
+    return {"filter": str(getattr(event, "filter_name", "note")), "fault": bool(getattr(event, "fault", False)),
+            "detail": str(getattr(event, "detail", event)),
+            "joints": [int(j) for j in getattr(event, "joints", ())], "text": str(event)}
+
+
+def estop_event(detail: str) -> Any:
+    """An operator e-stop as a safety event (filter "estop", a fault), for the status topic and recordings."""
+    from robot_rl.safety.filters import SafetyEvent
+
+    return SafetyEvent("estop", True, detail)
+
+
+LIFECYCLE_STATES = ("unconfigured", "inactive", "active", "finalized")
+
+
+def lifecycle_mode(lifecycle: str, mode: str) -> str:
+    """The mode the diagnostics report: the runtime's mode while active; otherwise the lifecycle state, with
+    the runtime's last mode when it says more (``inactive (damping)``)."""
+    if lifecycle == "active" or lifecycle not in LIFECYCLE_STATES:
+        return mode
+    return lifecycle if mode in ("unconfigured", "configured", lifecycle) else f"{lifecycle} ({mode})"
+
+
+def event_log_level(event: Any) -> str | None:
+    """How the deploy node logs a runtime event: faults (stale state, tilt, overrun, non-finite values, ...)
+    as errors, like an e-stop; limit events (clamps, possibly every tick) only on the status topic."""
+    return "error" if getattr(event, "fault", False) else None
 
 
 def status_json(mode: str, events: Sequence[Any], stats: Mapping[str, Any] | None = None, **extra: Any) -> str:

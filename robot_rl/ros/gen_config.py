@@ -9,6 +9,7 @@ the deploy node refuses a parameters file whose ``spec_hash`` no longer matches 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,20 @@ def controller_name(spec: RobotSpec) -> str:
 
 # Deploy-node parameters that don't depend on the robot; the node declares them with these defaults.
 NODE_DEFAULTS: dict[str, Any] = {
-    # "cmd_vel": the policy's commands come from a Twist (error if they can't); "none": they keep their initial
-    # values; "auto": cmd_vel when every command maps onto a Twist field, else none (with a warning).
+    # "cmd_vel": the policy's commands come from a Twist (error if they can't); "target": from a
+    # geometry_msgs/PointStamped (a reach target: target_x, target_y, target_z); "none": they keep their initial
+    # values; "auto": cmd_vel or target when the commands fit one of them, else none (with a warning).
     "command_input": "auto",
     "joint_states_topic": "joint_states",
     "imu_topic": "imu/data",
     "cmd_vel_topic": "cmd_vel",
+    "target_topic": "target",
     "estop_topic": "estop",
     "joint_trajectory_topic": "joint_trajectory_controller/joint_trajectory",
     "cmd_vel_timeout_s": 0.5,  # no cmd_vel for this long → zero velocity command
     "diagnostics_period_s": 1.0,
     "publish_state": True,  # unitree_dds: republish the robot's state as joint_states and imu/data
+    "dds_domain_id": -1,  # unitree_dds: DDS domain of the robot link; -1: the spec's interface.domain_id
     "pause_gc": True,  # garbage collection off while the control loop runs (see control/loop_timing)
     "fifo_priority": 0,  # > 0: ask for SCHED_FIFO at this priority for the control thread
 }
@@ -74,6 +78,55 @@ def spec_parameters(spec: RobotSpec) -> dict[str, Any]:
         "forward_command_topic": f"{controller_name(spec)}/commands",
         "trajectory_time_from_start_s": spec.timing.policy_period_s,  # reach each target by the next step
     }
+
+
+# What `ros2 param describe /robot_rl_deploy <name>` says. Every parameter the node declares is here.
+PARAMETER_DESCRIPTIONS: dict[str, str] = {
+    "robot": "Robot spec name (hardware/robots/<robot>.yaml); set at start, it supplies the spec-derived defaults",
+    "policy": "Policy .onnx file; a relative path is tried from the working directory, then the repository",
+    "spec_hash": "Hash of the spec the parameters were generated from; configure refuses a different one "
+                 "(empty: not checked)",
+    "joint_names": "The controller's joint order; must equal the spec's (default: the spec's joints)",
+    "interface": "Output: ros2_control, joint_trajectory or unitree_dds (default: the robot's own hardware "
+                 "interface)",
+    "use_imu": "Read the base orientation from imu/data (default: true for a floating base)",
+    "forward_command_topic": "Float64MultiArray topic of the forward position controller (interface ros2_control)",
+    "trajectory_time_from_start_s": "time_from_start of each JointTrajectory point (interface joint_trajectory)",
+    "command_input": "Where the policy's commands come from: auto, cmd_vel, target or none",
+    "joint_states_topic": "sensor_msgs/JointState input (or output, republished from unitree_dds)",
+    "imu_topic": "sensor_msgs/Imu input (or output, republished from unitree_dds)",
+    "cmd_vel_topic": "geometry_msgs/Twist velocity command input",
+    "target_topic": "geometry_msgs/PointStamped reach target input (x, y, z in the robot's base frame)",
+    "estop_topic": "std_msgs/Bool e-stop input (true latches the e-stop)",
+    "joint_trajectory_topic": "JointTrajectory output topic (interface joint_trajectory)",
+    "cmd_vel_timeout_s": "No cmd_vel for this long: the velocity command goes to zero",
+    "diagnostics_period_s": "Period of ~/status and /diagnostics, in every lifecycle state",
+    "publish_state": "unitree_dds: republish the robot's state as joint_states and imu/data",
+    "dds_domain_id": "unitree_dds: DDS domain of the robot link (rt/lowcmd, rt/lowstate); -1: the spec's "
+                     "interface.domain_id (the robot's own, 0)",
+    "pause_gc": "Garbage collection off while the control loop runs",
+    "fifo_priority": "> 0: ask for SCHED_FIFO at this priority for the control thread",
+}
+READ_ONLY_PARAMETERS = frozenset({"robot"})  # the spec-derived defaults follow from it at start
+
+
+@dataclass(frozen=True)
+class NodeParameter:
+    """One deploy-node parameter as the node declares it: every one has a default (no ROS parameter is left
+    uninitialized, so the node configures without the generated parameters file)."""
+
+    name: str
+    default: Any
+    description: str
+    read_only: bool = False
+
+
+def node_parameters(spec: RobotSpec) -> list[NodeParameter]:
+    """Everything the deploy node declares for ``spec``, in declaration order, with the spec's values as
+    defaults: the generated parameters file sets exactly these values (a test checks it)."""
+    values = {"policy": "", **deploy_parameters(spec)}
+    return [NodeParameter(name, values[name], PARAMETER_DESCRIPTIONS[name], name in READ_ONLY_PARAMETERS)
+            for name in PARAMETER_DESCRIPTIONS]
 
 
 def deploy_parameters(spec: RobotSpec) -> dict[str, Any]:

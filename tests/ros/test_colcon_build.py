@@ -55,12 +55,13 @@ def test_colcon_build_installs_the_ament_layout(tmp_path, symlink):
     share = prefix / "share" / "robot_rl"
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / "robot_rl").is_file()
     assert (share / "package.xml").read_text() == (PACKAGE_SRC / "robot_rl" / "package.xml").read_text()
-    for launch_file in LAUNCH_DIR.glob("*.launch.py"):
+    for launch_file in [*LAUNCH_DIR.glob("*.launch.py"), LAUNCH_DIR / "launch_logic.py"]:
         installed = share / "launch" / launch_file.name
         assert installed.read_text() == launch_file.read_text(), f"{installed} differs from launch/{launch_file.name}"
         if symlink:
             assert installed.resolve() == launch_file.resolve()
-    assert {p.name for p in (share / "launch").iterdir()} == {p.name for p in LAUNCH_DIR.glob("*.launch.py")}
+    assert {p.name for p in (share / "launch").iterdir()} == {p.name for p in LAUNCH_DIR.glob("*.launch.py")} | {
+        "launch_logic.py"}
     assert {p.name for p in (share / "config").iterdir()} == {p.name for p in CONFIG_DIR.glob("*.yaml")}
     for name in EXECUTABLES:
         executable = prefix / "lib" / "robot_rl" / name

@@ -224,12 +224,62 @@ def test_command_input_modes():
     assert conv.command_input_indices("cmd_vel", velocity) == ((0, 1, 5), "")
     assert conv.command_input_indices("none", velocity) == (None, "")
     assert conv.command_input_indices("auto", ()) == (None, "")
-    indices, warning = conv.command_input_indices("auto", reach)
-    assert indices is None and "'target_x'" in warning and "not subscribed" in warning
+    assert conv.command_input_indices("auto", reach) == (None, "")  # from the target topic instead
     with pytest.raises(MessageError, match="command_input to none"):
         conv.command_input_indices("cmd_vel", reach)
     with pytest.raises(MessageError, match="must be one of"):
         conv.command_input_indices("joystick", velocity)
+
+
+def test_command_source_picks_cmd_vel_or_the_reach_target():
+    velocity = ("lin_vel_x", "lin_vel_y", "ang_vel_z")
+    reach = ("target_x", "target_y", "target_z")
+    assert conv.command_source("auto", velocity) == conv.CommandSource("cmd_vel", (0, 1, 5))
+    assert conv.command_source("auto", reach) == conv.CommandSource("target", (0, 1, 2))
+    assert conv.command_source("target", ("target_z", "target_x")) == conv.CommandSource("target", (2, 0))
+    assert conv.command_source("none", reach) == conv.CommandSource(None)
+    with pytest.raises(MessageError, match="PointStamped"):
+        conv.command_source("target", velocity)
+    mixed = conv.command_source("auto", ("lin_vel_x", "target_x"))
+    assert mixed.kind is None and "'target_x'" in mixed.warning and "'lin_vel_x'" in mixed.warning
+    assert "initial values" in mixed.warning
+
+
+def test_point_to_reach_command():
+    np.testing.assert_array_equal(conv.point_to_command((0.5, -0.1, 0.3), (0, 1, 2)), [0.5, -0.1, 0.3])
+    np.testing.assert_array_equal(conv.point_to_command((0.5, -0.1, 0.3), (2, 0)), [0.3, 0.5])
+    with pytest.raises(MessageError, match="non-finite"):
+        conv.point_to_command((math.inf, 0, 0), (0, 1, 2))
+
+
+def test_event_records_and_log_levels():
+    from robot_rl.safety.filters import SafetyEvent
+
+    stale = SafetyEvent("stale", True, "joint state is 120 ms old")
+    clamp = SafetyEvent("rate", False, "rate limit", joints=(2,), before=(1.0,), after=(0.5,), joint_names=JOINTS)
+    record = conv.event_record(stale)
+    assert record == {"filter": "stale", "fault": True, "detail": "joint state is 120 ms old", "joints": [],
+                      "text": "[FAULT] stale: joint state is 120 ms old"}
+    assert conv.event_record(clamp)["joints"] == [2] and JOINTS[2] in conv.event_record(clamp)["detail"]
+    assert conv.event_record("ramp done") == {"filter": "note", "fault": False, "detail": "ramp done", "joints": [],
+                                              "text": "ramp done"}
+    # faults (stale state included) are logged as errors; limit events, possibly every tick, are not
+    assert conv.event_log_level(stale) == "error"
+    assert conv.event_log_level(clamp) is None and conv.event_log_level("note") is None
+    estop = conv.event_record(conv.estop_event("e-stop from service ~/estop"))
+    assert estop["filter"] == "estop" and estop["fault"] is True and estop["detail"] == "e-stop from service ~/estop"
+    json.dumps(record)
+
+
+@pytest.mark.parametrize(("lifecycle", "mode", "reported"), [
+    ("unconfigured", "unconfigured", "unconfigured"),
+    ("inactive", "configured", "inactive"),
+    ("inactive", "damping", "inactive (damping)"),
+    ("active", "policy", "policy"),
+    ("finalized", "damping", "finalized (damping)"),
+])
+def test_lifecycle_mode(lifecycle, mode, reported):
+    assert conv.lifecycle_mode(lifecycle, mode) == reported
 
 
 # ------------------------------------------------------------------------------------------ commands out

@@ -1,13 +1,12 @@
 """The deploy node's parts that need no rclpy: its declared parameters against the generated files, policy
 path resolution, and the Unitree interface lookup. The node's ROS behaviour: test_nodes_ros.py."""
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from robot_rl.robots.spec import REPO_ROOT, available_robots, load_robot
-from robot_rl.ros.gen_config import NODE_DEFAULTS, OUTPUTS, deploy_parameters
+from robot_rl.ros.gen_config import OUTPUTS, PARAMETER_DESCRIPTIONS, deploy_parameters, node_parameters
 
 PACKAGE_DIR = REPO_ROOT / "ros_ws" / "src" / "robot_rl"
 NODE_SOURCE = PACKAGE_DIR / "robot_rl_ros" / "deploy_node.py"
@@ -21,30 +20,45 @@ def deploy_support(monkeypatch):
     return module
 
 
-def _declared_parameters() -> set[str]:
-    """Names passed to self.declare_parameter("...") in the node, plus the NODE_DEFAULTS it loops over."""
-    names = set()
-    for node in ast.walk(ast.parse(NODE_SOURCE.read_text())):
-        call = isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "declare_parameter"
-        if call and isinstance(node.args[0], ast.Constant):
-            names.add(node.args[0].value)
-    assert "for name, default in NODE_DEFAULTS.items():" in NODE_SOURCE.read_text()
-    return names | set(NODE_DEFAULTS)
+@pytest.mark.parametrize("robot", available_robots())
+def test_every_parameter_has_a_default_from_the_spec(robot):
+    # No parameter is declared without a value (on Jazzy get_parameter raises ParameterUninitializedException
+    # for those): the node configures from `-p robot:=... -p policy:=...` alone.
+    spec = load_robot(robot)
+    declared = node_parameters(spec)
+    assert [p.name for p in declared] == list(PARAMETER_DESCRIPTIONS)
+    for parameter in declared:
+        assert parameter.default is not None, parameter.name
+        assert parameter.default != [], f"{parameter.name}: an empty list has no ROS type"
+        assert parameter.description, parameter.name
+    defaults = {p.name: p.default for p in declared}
+    assert defaults["robot"] == spec.name and defaults["joint_names"] == list(spec.joint_names)
+    assert defaults["use_imu"] is spec.sim_model.floating_base
+    assert defaults["interface"] in OUTPUTS and defaults["spec_hash"] == spec.spec_hash
+    assert defaults["policy"] == ""  # the one value with no default that works: configure says so
+    assert [p.name for p in declared if p.read_only] == ["robot"]
 
 
 @pytest.mark.parametrize("robot", available_robots())
-def test_every_generated_parameter_is_one_the_node_declares(robot):
-    # ROS silently ignores a parameter file entry the node never declares: a typo would go unnoticed.
-    generated = set(deploy_parameters(load_robot(robot)))
-    assert generated <= _declared_parameters(), generated - _declared_parameters()
+def test_the_generated_parameters_file_sets_the_node_defaults(robot):
+    # The file is redundant with the defaults (so a node started without it behaves the same), and every
+    # entry is a declared parameter (ROS silently ignores an undeclared one: a typo would go unnoticed).
+    spec = load_robot(robot)
+    defaults = {p.name: p.default for p in node_parameters(spec)}
+    generated = deploy_parameters(spec)
+    assert set(generated) <= set(defaults), set(generated) - set(defaults)
+    assert generated == {name: defaults[name] for name in generated}
+    assert set(defaults) - set(generated) == {"policy"}
 
 
-def test_node_reads_every_parameter_it_declares():
+def test_node_declares_and_reads_every_parameter():
     source = NODE_SOURCE.read_text()
-    for name in _declared_parameters() - set(NODE_DEFAULTS):
-        assert source.count(f'"{name}"') >= 2, f"deploy_node declares {name!r} but never reads it"
-    for name in NODE_DEFAULTS:
+    assert "node_parameters(load_robot(robot))" in source
+    for name in PARAMETER_DESCRIPTIONS:
+        if name == "robot":
+            continue
         assert f'p("{name}")' in source or f'self._param("{name}")' in source, f"{name!r} is never read"
+    assert "Parameter.Type.BOOL" not in source  # a type without a value: uninitialized on Jazzy
 
 
 def test_output_names_are_the_documented_ones():

@@ -17,6 +17,7 @@ from robot_rl.robots.spec import REPO_ROOT
 LAUNCH_DIR = REPO_ROOT / "launch"
 README = REPO_ROOT / "ros_ws" / "README.md"
 LAUNCH_FILES = ("deploy.launch.py", "sim.launch.py", "teleop.launch.py")
+COLCON_OUTPUT_DIRS = ("build", "install", "log")
 
 
 def declared_arguments(path: Path) -> dict[str, tuple[str, str]]:
@@ -76,19 +77,18 @@ def test_deploy_declares_the_documented_arguments_with_sim_bridge_defaults():
         assert description, f"deploy.launch.py: argument {name!r} has no description"
 
 
-def test_sim_declares_robot_and_policy_and_passes_only_arguments_deploy_declares():
+def test_sim_declares_no_interface_and_reuses_the_deploy_launch_with_unitree_dds():
+    # Including deploy.launch.py would list its interface argument, which the sim silently overrode.
     sim = LAUNCH_DIR / "sim.launch.py"
     arguments = declared_arguments(sim)
-    assert {"robot", "policy", "namespace"} <= set(arguments)
-    passed = set()
-    for node in ast.walk(ast.parse(sim.read_text())):
-        if isinstance(node, ast.keyword) and node.arg == "launch_arguments":
-            mapping = node.value.func.value  # {...}.items()
-            passed = {k.value for k in mapping.keys}
-    assert passed, "sim.launch.py passes no launch_arguments to deploy.launch.py"
-    assert passed <= set(declared_arguments(LAUNCH_DIR / "deploy.launch.py"))
+    assert {"robot", "policy", "params_file", "namespace", "autostart", "link_domain_id"} == set(arguments)
+    assert "interface" not in arguments
+    assert set(arguments) - {"link_domain_id"} < set(declared_arguments(LAUNCH_DIR / "deploy.launch.py"))
     text = sim.read_text()
-    assert '"robot-rl", "bridge", "--robot"' in text and '"interface": "unitree_dds"' in text
+    assert "IncludeLaunchDescription" not in text
+    assert '"robot-rl", "bridge", "--robot", robot, "--domain-id", str(domain)' in text
+    assert 'deploy_actions(context, interface="unitree_dds", dds_domain_id=domain)' in text
+    assert "exit_shutdown_reason(context.is_shutdown" in text
 
 
 def test_readme_tables_match_the_launch_files():
@@ -102,7 +102,16 @@ def test_readme_tables_match_the_launch_files():
 def test_launch_files_are_installed_from_the_top_level_launch_dir():
     setup_py = (REPO_ROOT / "ros_ws" / "src" / "robot_rl" / "setup.py").read_text()
     assert 'glob("../../../launch/*.launch.py")' in setup_py
-    assert not list((REPO_ROOT / "ros_ws").rglob("*.launch.py")), "launch files live only in launch/"
+    # colcon's build/, install/ and log/ (after the README's own `colcon build`) hold installed copies.
+    stray = [p for p in (REPO_ROOT / "ros_ws").rglob("*.launch.py")
+             if p.relative_to(REPO_ROOT / "ros_ws").parts[0] not in COLCON_OUTPUT_DIRS]
+    assert not stray, f"launch files live only in launch/: {stray}"
+
+
+def test_colcon_outputs_are_skipped_by_the_stray_launch_file_check(tmp_path):
+    installed = REPO_ROOT / "ros_ws" / "install" / "robot_rl" / "share" / "robot_rl" / "launch"
+    assert installed.relative_to(REPO_ROOT / "ros_ws").parts[0] in COLCON_OUTPUT_DIRS
+    assert (REPO_ROOT / "ros_ws" / "src").relative_to(REPO_ROOT / "ros_ws").parts[0] not in COLCON_OUTPUT_DIRS
 
 
 def _ros_launch_available() -> bool:

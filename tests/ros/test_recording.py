@@ -132,3 +132,117 @@ def test_writing_an_unregistered_topic_is_an_error(tmp_path):
             writer.write("/b", {"data": "x"}, log_time_ns=1)
         with pytest.raises(ValueError, match="already registered"):
             writer.add_topic("/a", "std_msgs/msg/String", _schema("std_msgs/msg/String"))
+
+
+# What rclpy's message_to_ordereddict gives for a DiagnosticArray: `byte` fields (DiagnosticStatus.level)
+# are Python bytes. They were written as "\u0000" while the schema said integer.
+DIAG_FIELDS = {
+    "diagnostic_msgs/msg/DiagnosticArray": {"header": "std_msgs/Header",
+                                            "status": "sequence<diagnostic_msgs/DiagnosticStatus>"},
+    "diagnostic_msgs/DiagnosticStatus": {"level": "byte", "name": "string", "message": "string",
+                                         "hardware_id": "string", "values": "sequence<diagnostic_msgs/KeyValue>"},
+    "diagnostic_msgs/KeyValue": {"key": "string", "value": "string"},
+    "pkg/msg/Bytes": {"b": "octet", "c": "char", "raw": "sequence<uint8>", "fixed": "byte[2]"},
+}
+
+
+def _resolve_all(name):
+    return {**FIELDS, **DIAG_FIELDS}[name]
+
+
+def test_byte_fields_are_written_as_the_integers_their_schema_says(tmp_path):
+    from robot_rl.ros.recording import message_json
+
+    array_type = "diagnostic_msgs/msg/DiagnosticArray"
+    schema = message_json_schema(array_type, DIAG_FIELDS[array_type], _resolve_all)
+    assert schema["properties"]["status"]["items"]["properties"]["level"] == {"type": "integer"}
+    message = {"header": {"stamp": {"sec": 1, "nanosec": 2}, "frame_id": ""},
+               "status": [{"level": b"\x02", "name": "/robot_rl_deploy: a1", "message": "estop",
+                           "hardware_id": "a1", "values": [{"key": "mode", "value": "estop"}]}]}
+    content = message_json(array_type, DIAG_FIELDS[array_type], message, _resolve_all)
+    assert content["status"][0]["level"] == 2
+    _validate(content, schema)
+    raw = message_json("pkg/msg/Bytes", DIAG_FIELDS["pkg/msg/Bytes"],
+                       {"b": b"\x07", "c": "A", "raw": b"\x01\x02", "fixed": [b"\x00", b"\xff"]}, _resolve_all)
+    assert raw == {"b": 7, "c": 65, "raw": [1, 2], "fixed": [0, 255]}
+    _validate(raw, message_json_schema("pkg/msg/Bytes", DIAG_FIELDS["pkg/msg/Bytes"], _resolve_all))
+    path = tmp_path / "diag.mcap"
+    with McapJsonWriter(path) as writer:
+        writer.add_topic("/diagnostics", array_type, schema)
+        writer.write("/diagnostics", content, log_time_ns=1)
+    with path.open("rb") as stream:
+        (_, _, stored), = make_reader(stream).iter_messages()
+    assert json.loads(stored.data)["status"][0]["level"] == 2
+
+
+def test_an_existing_file_is_refused_unless_overwrite(tmp_path):
+    path = tmp_path / "rec.mcap"
+    path.write_bytes(b"earlier recording")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        McapJsonWriter(path)
+    assert path.read_bytes() == b"earlier recording"
+    with McapJsonWriter(path, overwrite=True) as writer:
+        writer.add_topic("/a", "std_msgs/msg/String", _schema("std_msgs/msg/String"))
+    assert path.read_bytes().startswith(b"\x89MCAP")
+
+
+def test_the_writer_flushes_at_least_every_flush_s(tmp_path):
+    now = [0.0]
+    path = tmp_path / "rec.mcap"
+    writer = McapJsonWriter(path, flush_s=0.5, fsync=False, clock=lambda: now[0])
+    writer.add_topic("/a", "std_msgs/msg/String", _schema("std_msgs/msg/String"))
+    writer.write("/a", {"data": "first"}, log_time_ns=1)
+    size = path.stat().st_size
+    assert b"first" not in path.read_bytes()  # still in the chunk being built
+    now[0] = 0.4
+    assert writer.flush_if_due() is False and path.stat().st_size == size
+    now[0] = 0.6  # the recorder's timer calls this while a topic is quiet
+    assert writer.flush_if_due() is True and path.stat().st_size > size
+    assert writer.flush_if_due() is False  # nothing new
+    # a process killed now: the message is readable from the file as it is
+    from robot_rl.data.mcap_log import read_log
+
+    assert [r.data for r in read_log(path)] == [{"data": "first"}]
+    writer.close()
+
+
+def test_log_summarize_reads_a_recorder_file_with_its_estop(tmp_path, capsys):
+    from robot_rl.data.mcap_log import log_summarize, summarize_log
+
+    status = json.dumps({"mode": "estop", "lifecycle": "active", "events": [
+        {"filter": "estop", "fault": True, "detail": "e-stop from service ~/estop", "joints": [], "text": "x"},
+        {"filter": "note", "fault": False, "detail": "(2 earlier events not shown)", "joints": [], "text": "y"},
+        {"filter": "rate", "fault": False, "detail": "rate limit: FR_hip 1→0.5", "joints": [0], "text": "z"}]})
+    path = tmp_path / "rec.mcap"
+    with McapJsonWriter(path, library="robot_rl_recorder") as writer:
+        writer.add_topic("/estop", "std_msgs/msg/Bool", {"type": "object", "properties": {"data": {"type": "boolean"}}})
+        writer.add_topic("/robot_rl_deploy/status", "std_msgs/msg/String", _schema("std_msgs/msg/String"))
+        writer.write("/estop", {"data": False}, log_time_ns=1_000_000_000)
+        writer.write("/estop", {"data": True}, log_time_ns=2_000_000_000)
+        writer.write("/robot_rl_deploy/status", {"data": status}, log_time_ns=2_500_000_000)
+        writer.write("/robot_rl_deploy/status", {"data": "not json"}, log_time_ns=2_600_000_000)
+    summary = summarize_log(path)
+    assert summary["closed_cleanly"] is True and summary["truncated"] is False
+    # the e-stop the node reported on its status counts once; the /estop message itself is not counted again
+    assert summary["safety_events"]["total"] == 2 and summary["safety_events"]["faults"] == 1
+    assert summary["safety_events"]["by_filter"] == {"estop": 1, "rate": 1}
+    assert summary["messages"]["/estop"] == 2 and summary["dropped_records"] == 0
+    assert log_summarize(str(path)) == 0
+    out = capsys.readouterr().out
+    assert "not closed cleanly" not in out and "safety events: 2 (1 faults)" in out
+
+
+def test_estop_messages_count_as_safety_events_when_no_deploy_status_is_recorded(tmp_path):
+    from robot_rl.data.mcap_log import summarize_log
+    from robot_rl.ros.recording import safety_events
+
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": True}, 1.0) == [
+        {"t": 1.0, "filter": "estop", "fault": True, "detail": "e-stop on /estop", "joints": []}]
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": False}, 1.0) == []
+    assert safety_events("/estop", "std_msgs/msg/Bool", {"data": True}, 1.0, status_recorded=True) == []
+    assert safety_events("/chatter", "std_msgs/msg/String", {"data": "{}"}, 1.0) == []
+    path = tmp_path / "rec.mcap"
+    with McapJsonWriter(path) as writer:
+        writer.add_topic("/ns/estop", "std_msgs/msg/Bool", {"type": "object", "properties": {}})
+        writer.write("/ns/estop", {"data": True}, log_time_ns=1)
+    assert summarize_log(path)["safety_events"]["by_filter"] == {"estop": 1}

@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 LAUNCH_FILES = sorted(glob("../../../launch/*.launch.py"))
 if not LAUNCH_FILES:
     raise SystemExit(f"no launch files found in {(HERE / '../../../launch').resolve()} (the repository's launch/)")
+LAUNCH_HELPERS = ["../../../launch/launch_logic.py"]  # loaded by path by the launch files beside it
 
 setup(
     # Not "robot_rl": the repository's own distribution is robot-rl (same normalized name), and two
@@ -26,7 +27,7 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        (f"share/{PACKAGE}/launch", LAUNCH_FILES),
+        (f"share/{PACKAGE}/launch", LAUNCH_FILES + LAUNCH_HELPERS),
         (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
     ],
     install_requires=["setuptools"],

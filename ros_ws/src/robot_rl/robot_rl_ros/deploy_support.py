@@ -21,13 +21,13 @@ def resolve_policy_path(policy: str, repo_root: Path = REPO_ROOT) -> Path:
     return in_repo if in_repo.exists() else path  # a missing file is reported by the policy loader
 
 
-def open_unitree_interface(spec: RobotSpec):
-    """Construct and connect the Unitree DDS RobotInterface for ``spec``."""
+def open_unitree_interface(spec: RobotSpec, domain_id: int | None = None):
+    """Construct and connect the Unitree DDS RobotInterface for ``spec`` (on ``domain_id``, default the spec's)."""
     module_name, class_name = UNITREE_INTERFACE
     try:
         interface_class = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise ImportError(f"the unitree_dds output needs {module_name}.{class_name}: {exc}") from exc
-    interface = interface_class(spec)
+    interface = interface_class(spec) if domain_id is None else interface_class(spec, domain_id=domain_id)
     interface.connect()  # waits for the first state; a clear ConnectionError naming domain and NIC if none
     return interface

@@ -3,22 +3,27 @@
 Topics are subscribed as soon as a publisher makes their type known (checked every
 ``discovery_period_s``), so the recorder can start before the robot. Each subscription matches the
 reliability of the topic's publishers. Schema and encoding: robot_rl.ros.recording.
+
+An existing output file is refused (exit status 1) unless ``overwrite`` is true. The file is flushed at
+least every 0.5 s, and ``robot-rl log summarize`` reads it (safety events included).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
+from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosidl_runtime_py.convert import message_to_ordereddict
 from rosidl_runtime_py.utilities import get_message
 
-from robot_rl.ros.recording import McapJsonWriter, message_json_schema
+from robot_rl.ros.recording import McapJsonWriter, message_json, message_json_schema
 
 DEFAULT_TOPICS = [
     "joint_states", "imu/data", "cmd_vel", "estop", "robot_rl_deploy/status", "/diagnostics",
@@ -42,15 +47,19 @@ class RecorderNode(Node):
         self.declare_parameter("topics", DEFAULT_TOPICS)
         self.declare_parameter("output", "")  # default: recordings/robot_rl_<UTC time>.mcap
         self.declare_parameter("discovery_period_s", 1.0)
+        self.declare_parameter("overwrite", False)  # true: replace an existing output file
         output = self.get_parameter("output").value or (
             f"recordings/robot_rl_{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.mcap"
         )
         self._wanted = [self.resolve_topic_name(t) for t in self.get_parameter("topics").value]
-        self.writer = McapJsonWriter(Path(output))
+        self.writer = McapJsonWriter(Path(output), library="robot_rl_recorder",
+                                     overwrite=self.get_parameter("overwrite").value)
         self._recorded: dict[str, object] = {}
+        self._fields: dict[str, dict] = {}
         self.get_logger().info(f"recording {', '.join(self._wanted)} to {self.writer.path}")
         self._discover()
         self.create_timer(self.get_parameter("discovery_period_s").value, self._discover)
+        self.create_timer(self.writer.flush_s / 2, self.writer.flush_if_due)  # quiet topics are flushed too
 
     def _discover(self) -> None:
         known = dict(self.get_topic_names_and_types())
@@ -66,6 +75,7 @@ class RecorderNode(Node):
                 self._recorded[topic] = None  # don't retry every period
                 continue
             self.writer.add_topic(topic, type_name, schema)
+            self._fields[topic] = (type_name, msg_class.get_fields_and_field_types())
             self._recorded[topic] = self.create_subscription(
                 msg_class, topic, lambda msg, topic=topic: self._on_message(topic, msg), self._qos_for(topic)
             )
@@ -82,12 +92,19 @@ class RecorderNode(Node):
         received_ns = time.time_ns()
         stamp = getattr(getattr(msg, "header", None), "stamp", None)
         stamped_ns = stamp.sec * 1_000_000_000 + stamp.nanosec if stamp is not None else 0
-        self.writer.write(topic, message_to_ordereddict(msg), received_ns, stamped_ns or received_ns)
+        type_name, fields = self._fields[topic]
+        content = message_json(type_name, fields, message_to_ordereddict(msg), _fields_of)
+        self.writer.write(topic, content, received_ns, stamped_ns or received_ns)
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     rclpy.init(args=args)
-    node = RecorderNode()
+    try:
+        node = RecorderNode()
+    except FileExistsError as exc:
+        get_logger("robot_rl_recorder").error(str(exc))
+        rclpy.try_shutdown()
+        return 1
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -96,9 +113,9 @@ def main(args: list[str] | None = None) -> None:
         node.writer.close()
         print(f"wrote {node.writer.message_count} messages to {node.writer.path}")
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

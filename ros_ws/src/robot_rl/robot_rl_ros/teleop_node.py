@@ -134,10 +134,15 @@ class TeleopNode(Node):
         self.get_logger().error("E-STOP sent")
 
 
-def main(args: list[str] | None = None) -> None:
+# Exit status when keyboard teleop has no terminal to read keys from (EX_USAGE: the command was misused).
+NO_TERMINAL_EXIT = 64
+
+
+def main(args: list[str] | None = None) -> int:
     rclpy.init(args=args)
     node = TeleopNode()
     spinner = None
+    status = 0
     try:
         if node.input_mode == "joy":
             rclpy.spin(node)
@@ -146,6 +151,7 @@ def main(args: list[str] | None = None) -> None:
                 "keyboard teleop needs a terminal: run `ros2 run robot_rl teleop_node` in its own terminal, "
                 "or use input:=joy"
             )
+            status = NO_TERMINAL_EXIT
         else:
             spinner = threading.Thread(target=rclpy.spin, args=(node,), daemon=True)
             spinner.start()
@@ -160,7 +166,8 @@ def main(args: list[str] | None = None) -> None:
         if spinner is not None:
             spinner.join(timeout=1.0)
         node.destroy_node()
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
