@@ -47,7 +47,12 @@ class Args:
     demos: int = 50
     epochs: int = 200
     chunk: int = 1
+    # How the controller consumes a chunk (chunk > 1): ACT's temporal ensembling, w_i = exp(−m·i), or the
+    # first action only.
+    consume: Literal["temporal_ensemble", "first_action"] = "temporal_ensemble"
+    ensemble_m: float = 0.01
     seed: int = 0
+    eval_seed: int | None = None  # default 10 000 + seed; pass 10000 to score every demo seed on one layout set
     # DART noise on the executed action while collecting (robot_rl.learn.demo_noise; 0: none): on the
     # teleop twist (normalized rates) and per joint (action units).
     demo_twist_noise: float = 0.0
@@ -81,9 +86,10 @@ def main(args: Args) -> int:
         (work / "demos_summary.json").write_text(json.dumps({"summary": asdict(demos), "noise": asdict(noise)}))
         t_demos = time.perf_counter() - t0
         t0 = time.perf_counter()
-        train_bc(str(work / "demos"), out=str(work / "bc"), epochs=args.epochs, chunk=args.chunk, seed=args.seed)
+        train_bc(str(work / "demos"), out=str(work / "bc"), epochs=args.epochs, chunk=args.chunk, seed=args.seed,
+                 consume=args.consume, ensemble_m=args.ensemble_m)
         t_train = time.perf_counter() - t0
-    eval_seed = 10_000 + args.seed
+    eval_seed = 10_000 + args.seed if args.eval_seed is None else args.eval_seed
     rows = []
     for sim in args.simulators:
         expert = (evaluate_expert("panda-push", args.eval_episodes, seed=eval_seed, simulator=sim, progress=True)
@@ -98,14 +104,17 @@ def main(args: Args) -> int:
         "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
                    f"Python {platform.python_version()}",
         "demos": asdict(demos) | {"expert_success_rate": demos.expert_success_rate, "wall_s": t_demos},
-        "train_s": t_train, "epochs": args.epochs, "chunk": args.chunk, "seed": args.seed, "policy": policy,
+        "train_s": t_train, "epochs": args.epochs, "chunk": args.chunk, "consume": args.consume,
+        "ensemble_m": args.ensemble_m, "seed": args.seed, "eval_seed": eval_seed, "policy": policy,
         "demo_noise": asdict(noise),
         "evaluation": rows,
     }
     lines = [
         f"demos: {demos.written} written from {demos.attempts} expert attempts "
         f"(expert success {demos.expert_success_rate:.0%}), {demos.frames} frames, {t_demos:.0f} s; "
-        f"BC training {t_train:.0f} s ({args.epochs} epochs, chunk {args.chunk}); "
+        f"BC training {t_train:.0f} s ({args.epochs} epochs, chunk {args.chunk}"
+        f"{f', {args.consume}, m {args.ensemble_m}' if args.chunk > 1 else ''}); "
+        f"evaluation seed {eval_seed}; "
         f"demo noise: {noise.describe() if noise.enabled else 'none'}",
         "",
         "| simulator | expert success | BC success | BC / expert | BC mean final distance (cm) | BC faults | "
