@@ -5,8 +5,9 @@ Pipeline, all in one run:
 1. ``collect_demos``: the scripted expert drives arm teleop (``ArmTeleopController`` in ``DeployRuntime``,
    MuJoCo) until ``--demos`` successful episodes are in a LeRobot v3 dataset; its success rate over the
    attempts is reported. Layouts are stratified (a Latin hypercube over the task's ranges;
-   ``--demo-layouts random`` for independent draws, as before); DART noise on the executed action is off
-   unless ``--demo-twist-noise`` / ``--demo-joint-noise`` are given (it does not help: see the results file).
+   ``--demo-layouts random`` for independent draws, as before). DART noise on the executed action
+   (``--demo-twist-noise`` / ``--demo-joint-noise``, ``robot_rl/learn/demo_noise.py``) was measured not to help
+   (benchmarks/results/RESULTS_bc_push.md) and was removed from the product (git history has it).
 2. ``train_bc``: MLP on ``observation.state → action``, exported to ONNX with the task's policy contract.
 3. Evaluation on ``--eval-episodes`` fresh layouts (seed 10 000 + seed, never used for demos): the ONNX
    policy loaded with ``load_policy`` (contract checked) runs in ``DeployRuntime`` exactly as the expert
@@ -38,7 +39,6 @@ from typing import Literal
 import tyro
 
 from robot_rl.learn.bc import train_bc
-from robot_rl.learn.demo_noise import DemoNoise
 from robot_rl.learn.demos import DemoSummary, collect_demos, evaluate_expert, evaluate_push_policy
 
 
@@ -53,11 +53,6 @@ class Args:
     ensemble_m: float = 0.01
     seed: int = 0
     eval_seed: int | None = None  # default 10 000 + seed; pass 10000 to score every demo seed on one layout set
-    # DART noise on the executed action while collecting (robot_rl.learn.demo_noise; 0: none): on the
-    # teleop twist (normalized rates) and per joint (action units).
-    demo_twist_noise: float = 0.0
-    demo_joint_noise: float = 0.0
-    demo_noise_tau_s: float = 0.3
     demo_layouts: Literal["random", "stratified"] = "stratified"  # see collect_demos ("random": as before)
     eval_episodes: int = 50
     simulators: tuple[str, ...] = ("mujoco", "pybullet")
@@ -73,17 +68,15 @@ def main(args: Args) -> int:
     policy = str(work / "bc" / "policy.onnx")
     if args.reuse:
         saved = json.loads((work / "demos_summary.json").read_text())
-        demos, noise = DemoSummary(**saved["summary"]), DemoNoise(**saved["noise"])
+        demos = DemoSummary(**saved["summary"])
         t_demos = t_train = float("nan")
     else:
         if (work / "demos").exists():
             raise SystemExit(f"{work / 'demos'} exists: pass --reuse to evaluate it, or another --work-dir")
         t0 = time.perf_counter()
-        noise = DemoNoise(twist_std=args.demo_twist_noise, joint_std=args.demo_joint_noise,
-                          tau_s=args.demo_noise_tau_s)
         demos = collect_demos("panda-push", episodes=args.demos, out_dir=str(work / "demos"), seed=args.seed,
-                              noise=noise, layouts=args.demo_layouts)
-        (work / "demos_summary.json").write_text(json.dumps({"summary": asdict(demos), "noise": asdict(noise)}))
+                              layouts=args.demo_layouts)
+        (work / "demos_summary.json").write_text(json.dumps({"summary": asdict(demos)}))
         t_demos = time.perf_counter() - t0
         t0 = time.perf_counter()
         train_bc(str(work / "demos"), out=str(work / "bc"), epochs=args.epochs, chunk=args.chunk, seed=args.seed,
@@ -106,16 +99,13 @@ def main(args: Args) -> int:
         "demos": asdict(demos) | {"expert_success_rate": demos.expert_success_rate, "wall_s": t_demos},
         "train_s": t_train, "epochs": args.epochs, "chunk": args.chunk, "consume": args.consume,
         "ensemble_m": args.ensemble_m, "seed": args.seed, "eval_seed": eval_seed, "policy": policy,
-        "demo_noise": asdict(noise),
         "evaluation": rows,
     }
     lines = [
         f"demos: {demos.written} written from {demos.attempts} expert attempts "
         f"(expert success {demos.expert_success_rate:.0%}), {demos.frames} frames, {t_demos:.0f} s; "
         f"BC training {t_train:.0f} s ({args.epochs} epochs, chunk {args.chunk}"
-        f"{f', {args.consume}, m {args.ensemble_m}' if args.chunk > 1 else ''}); "
-        f"evaluation seed {eval_seed}; "
-        f"demo noise: {noise.describe() if noise.enabled else 'none'}",
+        f"{f', {args.consume}, m {args.ensemble_m}' if args.chunk > 1 else ''}); evaluation seed {eval_seed}",
         "",
         "| simulator | expert success | BC success | BC / expert | BC mean final distance (cm) | BC faults | "
         "BC safety interventions / episode |",

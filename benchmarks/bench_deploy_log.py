@@ -12,12 +12,26 @@ The loop runs at ``rate_hz`` on fixed deadlines (sleep only, so the writer threa
 Times are per tick (all four records), in µs.
 
     .venv/bin/python benchmarks/bench_deploy_log.py --ticks 5000 --rounds 3
+
+``--sigkill-trials N``: what a crash costs instead. A child process logs a deploy loop's records at
+``rate_hz`` into a DeployLogWriter and is SIGKILLed after ``run_s`` (+ 0.9 s per trial); the parent
+counts the records the child had queued (shared memory, updated every tick) against those the file gives
+back. Two writers: the flushing one (``flush_s`` 0.5, the default) and the old behaviour (chunks written
+only when 1 MiB full).
+Results: benchmarks/results/RESULTS_deploy_log.md.
+
+    .venv/bin/python benchmarks/bench_deploy_log.py --sigkill-trials 5
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
+import struct
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,7 +43,9 @@ from mcap.writer import Writer
 
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.data.mcap_log import SCHEMAS, DeployLogWriter
+from robot_rl.data.mcap_log import SCHEMAS, DeployLogWriter, read_log, summarize_log
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,8 @@ class Args:
     rounds: int = 3
     rate_hz: float = 500.0
     joints: int = 12
+    sigkill_trials: int = 0  # > 0: measure records lost on SIGKILL instead of the per-tick cost
+    run_s: float = 4.0  # how long the child logs before the first kill (each trial 0.9 s longer)
 
 
 def _records(n: int, k: int) -> tuple[RobotState, JointCommand, JointCommand]:
@@ -98,7 +116,77 @@ def run_inline(path: Path, args: Args) -> np.ndarray:
     return times
 
 
+CHILD = r"""
+import mmap, struct, sys, time
+import numpy as np
+from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.data.mcap_log import DeployLogWriter
+
+path, counter = sys.argv[1], sys.argv[2]
+rate, flush_s, n = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+counter_file = open(counter, "r+b")
+shared = mmap.mmap(counter_file.fileno(), 16)
+log = DeployLogWriter(path, flush_s=flush_s)
+command = JointCommand.hold(np.full(n, 0.2), np.full(n, 20.0), np.full(n, 0.5))
+start, k = time.monotonic(), 0
+print("ready", flush=True)
+while True:
+    delay = start + k / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    state = RobotState(timestamp=time.monotonic(), tick=k, q=np.full(n, 0.1), dq=np.zeros(n), tau=np.zeros(n))
+    log.log_state(state)
+    log.log_command(command, sent=False)
+    log.log_command(command, sent=True)
+    log.log_timing(k, 0.0, 1e-4)
+    k += 1
+    struct.pack_into("<qq", shared, 0, log.enqueued, time.time_ns())
+"""
+
+
+def sigkill_trial(tmp: Path, args: Args, flush_s: float, name: str, run_s: float) -> tuple[int, int, float]:
+    """(records queued at the kill, records recovered, seconds between the last queued and last recovered)."""
+    path, counter = tmp / f"{name}.mcap", tmp / f"{name}.counter"
+    counter.write_bytes(bytes(16))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(counter), str(args.rate_hz), str(flush_s),
+                              str(args.joints)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(run_s)
+        queued, last_queued_ns = struct.unpack("<qq", counter.read_bytes())
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    recovered = summarize_log(path)["records"]
+    last = max((r.log_time_ns for r in read_log(path)), default=None)
+    lost_s = run_s if last is None else (last_queued_ns - last) * 1e-9
+    return queued, recovered, lost_s
+
+
+def main_sigkill(args: Args) -> None:
+    rows: dict[str, list[tuple[int, int, float]]] = {"flush every 0.5 s": [], "1 MiB chunks only (before)": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for trial in range(args.sigkill_trials):
+            for variant, flush_s in (("flush every 0.5 s", 0.5), ("1 MiB chunks only (before)", 1e9)):
+                run_s = args.run_s + 0.9 * trial  # kills land at different points of a chunk
+                queued, recovered, lost_s = sigkill_trial(Path(tmp), args, flush_s, f"{trial}-{flush_s:g}", run_s)
+                rows[variant].append((queued, recovered, lost_s))
+                print(f"kill at {run_s:.1f} s {variant:>26}: queued {queued}, recovered {recovered}, "
+                      f"lost {queued - recovered} records = {lost_s:.2f} s", flush=True)
+    print(f"\nSIGKILL after {args.run_s:g} s + 0.9 s × trial at {args.rate_hz:g} Hz (4 records per tick), "
+          f"{args.sigkill_trials} trials:")
+    for variant, r in rows.items():
+        lost = [q - k for q, k, _ in r]
+        print(f"  {variant:>26}: records lost median {statistics.median(lost):.0f} (max {max(lost)}), "
+              f"seconds lost median {statistics.median(x[2] for x in r):.2f} (max {max(x[2] for x in r):.2f})")
+
+
 def main(args: Args) -> None:
+    if args.sigkill_trials:
+        main_sigkill(args)
+        return
     results: dict[str, list[tuple[float, float, float]]] = {"queued": [], "inline": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):

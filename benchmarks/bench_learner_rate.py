@@ -66,6 +66,7 @@ def realtime_run(transitions: int, episode_s: float, threads: int, run_dir: Path
     """The finetune command's path over DDS against the sim bridge; what the learner reached."""
     from robot_rl.dds import close_domain
     from robot_rl.learn.residual.finetune import run_finetune
+    from robot_rl.learn.residual.settings import PRESETS
 
     domain = random.SystemRandom().randint(150, 230)
     bridge = subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.sim_bridge", "--robot", "a1", "--domain-id",
@@ -73,9 +74,10 @@ def realtime_run(transitions: int, episode_s: float, threads: int, run_dir: Path
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.monotonic()
     try:
-        report = run_finetune(POLICY, "a1", "unitree-dds", transitions=transitions, run_dir=run_dir, eval_every=0,
-                              episode_length_s=episode_s, domain_id=domain, network_interface="lo", log=False,
-                              learner_threads=threads, export=False)
+        cfg = PRESETS["scratch"][0].with_fields(policy=POLICY, robot="a1", interface="unitree-dds",
+                                                transitions=transitions, run_dir=str(run_dir), eval_every=0,
+                                                domain_id=domain, network_interface="lo", learner_threads=threads)
+        report = run_finetune(cfg, episode_length_s=episode_s, log=False, export=False)
     finally:
         bridge.kill()
         bridge.communicate()

@@ -27,6 +27,11 @@ policy's correction of the base clipped to the residual's bound: what that bound
     .venv/bin/python benchmarks/bench_residual.py --out-dir runs/bench_residual [--phase all]
         [--base-onnx P --checkpoint C]  (default: train the base, 3 min)
         [--markdown-out benchmarks/results/RESULTS_residual.md --png benchmarks/results/RESULTS_residual.png]
+
+The settings flags (``--fraction``, ``--lr``, ``--calibrate`` ...) set fields of the product's ``FinetuneCfg`` over a
+preset (:func:`settings`). Variants the results did not support were removed at commit eaf2417 (git history has
+them): ``--history``, ``--algorithm td3`` / ``--explore-std``, ``--critic-dropout``, ``--actor-ema`` and
+``--command-every-s``; benchmarks/results/RESULTS_residual.md lists their runs.
 """
 
 from __future__ import annotations
@@ -50,14 +55,15 @@ from residual_report import METHODS, METRIC, RUNS, first_reaching, plot, recover
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.learn.residual.actor import ResidualPolicy
-from robot_rl.learn.residual.calibrated import CalibratedStartCfg, sim_residual_cfg
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
+from robot_rl.learn.residual.calibrated import sim_residual_cfg
+from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop, ramp_tick_limit
 from robot_rl.learn.residual.evaluation import eval_commands, evaluate
 from robot_rl.learn.residual.finetune import parse_shift, run_finetune
 from robot_rl.learn.residual.learner import read_checkpoint
 from robot_rl.learn.residual.rewards import StateReward
 from robot_rl.learn.residual.scenes import EpisodeSetup, initial_scene
+from robot_rl.learn.residual.settings import PRESETS, FinetuneCfg, RunCfg
 from robot_rl.learn.residual.shifted_sim import RealityShift, ShiftedSimRobot
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg
 from robot_rl.policy.onnx_policy import load_policy, read_contract
@@ -330,81 +336,63 @@ def act_microbench(base_onnx: Path, cfg: ResidualCfg, n: int = 3000) -> dict:
             "base_p99": float(np.percentile(t_b, 99) * 1e6), "residual_p99": float(np.percentile(t_r, 99) * 1e6)}
 
 
-def add_sac_args(p: argparse.ArgumentParser) -> None:
-    """The learner's knobs, shared by the residual benchmarks (read back by :func:`sac_cfg`)."""
-    p.add_argument("--utd", type=float, default=SACCfg.utd_ratio)
-    p.add_argument("--algorithm", default=SACCfg.algorithm, choices=("sac", "td3"),
-                   help="td3: a deterministic residual, fixed exploration --explore-std, delayed actor updates")
-    p.add_argument("--explore-std", type=float, default=SACCfg.explore_std,
-                   help="TD3: the loop's pre-tanh exploration noise σ (unit residual)")
-    p.add_argument("--fraction", type=float, default=ResidualCfg.fraction)
-    p.add_argument("--history", type=int, default=ResidualCfg.history,
-                   help="frames (observation ‖ base action) the residual and critics see, newest first")
-    p.add_argument("--critic-norm", default="layernorm", choices=("layernorm", "batchnorm"))
-    p.add_argument("--critic-dropout", type=float, default=SACCfg.critic_dropout,
-                   help="dropout in the critics (DroQ: 0.01, with a high --utd)")
-    p.add_argument("--lr", type=float, help="actor, critic and temperature learning rate (default: the task's, "
-                   "TaskCfg.finetune_lr, else SAC's 3e-4; runs recorded before it existed used 3e-4)")
-    p.add_argument("--gamma", type=float, default=SACCfg.gamma)
-    p.add_argument("--num-critics", type=int, default=SACCfg.num_critics,
-                   help="critic ensemble size; targets and the actor use the minimum over all of them")
-    p.add_argument("--actor-warmup", type=int, default=SACCfg.actor_warmup_updates,
-                   help="critic-only updates before the residual first moves")
-    p.add_argument("--residual-penalty", type=float, default=SACCfg.residual_penalty,
-                   help="× mean squared unit residual in the actor's loss")
-    p.add_argument("--anchor-penalty", type=float, default=SACCfg.anchor_penalty,
-                   help="× mean squared distance of the residual from the one the run started from (--init-from, "
-                   "--calibrate), in the actor's loss")
-    p.add_argument("--anchor-q-scaled", action="store_true", help="the anchor's weight × the batch's mean |Q| "
-                   "(TD3+BC's normalization; --anchor-penalty 0.4 ≈ its α 2.5)")
-    p.add_argument("--init-log-std", type=float, default=SACCfg.init_log_std,
-                   help="the residual's pre-tanh exploration noise at the start (log σ, unit residual)")
-    p.add_argument("--target-entropy", type=float, default=SACCfg.target_entropy_per_dim,
-                   help="SAC's entropy target per action dimension (unit residual)")
-    p.add_argument("--actor-ema", type=float, default=SACCfg.actor_ema_rate,
-                   help="rate of an average of the actor's weights, exported next to the last iterate (0: off)")
+# The benchmarks' settings flags: each sets the FinetuneCfg field of that name (FinetuneCfg.with_fields); not given,
+# the field keeps the preset's value (robot_rl.learn.residual.settings.PRESETS: "calibrated" with --calibrate,
+# else "scratch"). Types and defaults live in the dataclasses only. The variants the results did not support
+# (--history, --algorithm td3 / --explore-std, --critic-dropout, --actor-ema, --command-every-s; --learn-sent in
+# bench_residual_push.py) were removed at commit eaf2417: git history has them (RESULTS_residual.md says which runs).
+SETTINGS_FLAGS = {"fraction": "fraction", "utd": "utd_ratio", "lr": "lr", "gamma": "gamma",
+                  "num-critics": "num_critics", "critic-norm": "critic_norm", "actor-warmup": "actor_warmup_updates",
+                  "residual-penalty": "residual_penalty", "anchor-penalty": "anchor_penalty",
+                  "anchor-q-scaled": "anchor_q_scaled", "init-log-std": "init_log_std",
+                  "target-entropy": "target_entropy_per_dim", "prior-fraction": "prior_fraction",
+                  "train-episode-s": "train_episode_s", "learner-timeout-s": "learner_timeout_s"}
+# The calibrated start's sim residual (SimResidualCfg fields, over the task's: calibrated.sim_residual_cfg).
+SIM_FLAGS = {"sim-iterations": "iterations", "sim-start": "start", "sim-noise": "init_noise_std",
+             "sim-lr": "learning_rate", "sim-critic-warmup": "critic_warmup"}
 
 
-def sac_cfg(args: argparse.Namespace, task) -> SACCfg:
-    """The learner's settings from :func:`add_sac_args`' flags; an unset ``--lr`` becomes the task's (recorded
-    back into ``args`` so the results say which)."""
-    if args.lr is None:
-        args.lr = finetune_lr(task)
-    return SACCfg(utd_ratio=args.utd, critic_norm=args.critic_norm, actor_lr=args.lr, critic_lr=args.lr,
-                  alpha_lr=args.lr, gamma=args.gamma, actor_warmup_updates=args.actor_warmup,
-                  residual_penalty=args.residual_penalty, anchor_penalty=args.anchor_penalty,
-                  anchor_q_scaled=args.anchor_q_scaled, actor_ema_rate=args.actor_ema,
-                  init_log_std=args.init_log_std, target_entropy_per_dim=args.target_entropy,
-                  num_critics=args.num_critics, algorithm=args.algorithm, explore_std=args.explore_std,
-                  critic_dropout=args.critic_dropout)
+def _flag_type(field: str):
+    """The flag's type, read off the settings' own default (a None default is a float: the learning rate)."""
+    if field in SIM_FLAGS.values():
+        return type(getattr(SimResidualCfg(), field))
+    value = next(getattr(cfg, field) for cfg in (RunCfg(policy=""), ResidualCfg(), SACCfg(), ReplayCfg())
+                 if hasattr(cfg, field))
+    return float if value is None else type(value)
 
 
-def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--calibrate", action="store_true", help="phase residual: a calibrated start (log the base on the "
-                   "robot, fit the sim to it, train the residual there by PPO, then fine-tune on the robot from it)")
-    p.add_argument("--calibration-ticks", type=int, default=CalibratedStartCfg.log_ticks,
-                   help="robot policy ticks a calibrated start logs (counted as transitions)")
-    p.add_argument("--sim-iterations", type=int, help="PPO iterations of the calibrated start's sim residual "
-                   "(6,144 sim transitions each; default: the task's, calibrated.sim_residual_cfg)")
-    p.add_argument("--sim-start", choices=("zero", "actuators"), help="where the sim residual starts: the base "
-                   "alone, or the calibrated actuators' inverse (default: the task's)")
-    p.add_argument("--sim-noise", type=float, default=SimResidualCfg.init_noise_std,
-                   help="the sim residual's initial PPO exploration σ (pre-tanh)")
-    p.add_argument("--sim-lr", type=float, default=SimResidualCfg.learning_rate)
-    p.add_argument("--sim-critic-warmup", type=int, default=SimResidualCfg.critic_warmup,
-                   help="PPO iterations training the sim residual's critic alone first")
+def add_settings_args(p: argparse.ArgumentParser) -> None:
+    """The fine-tuning settings' flags, shared by the residual benchmarks (read back by :func:`settings`)."""
+    for flag, field in {**SETTINGS_FLAGS, **SIM_FLAGS}.items():
+        kind = _flag_type(field)
+        if kind is bool:
+            p.add_argument(f"--{flag}", action="store_true", default=None, help=f"{field} (default: the preset's)")
+        else:
+            p.add_argument(f"--{flag}", type=kind, help=f"{field} (default: the preset's)")
+    p.add_argument("--calibrate", action="store_true", help="phase residual: the calibrated preset, a calibrated "
+                   "start (log the base on the robot, fit the sim to it, train the residual there by PPO, then "
+                   "fine-tune on the robot from it); its settings unless flags say otherwise")
+    p.add_argument("--calibration-ticks", type=int, help="robot policy ticks a calibrated start logs (counted)")
     p.add_argument("--calibrate-chain", action="store_true", help="the safety chain's torque limit told the fitted "
                    "motor gains for the sim residual and the robot run (CalibratedStartCfg.chain)")
 
 
-def calibrated_cfg(args: argparse.Namespace, task) -> CalibratedStartCfg | None:
-    """The calibrated start :func:`add_calibrate_args`' flags ask for (None without ``--calibrate``)."""
-    if not args.calibrate:
-        return None
-    return CalibratedStartCfg(log_ticks=args.calibration_ticks, sim=sim_residual_cfg(
-        task, args.seed, iterations=args.sim_iterations, start=args.sim_start, init_noise_std=args.sim_noise,
-        learning_rate=args.sim_lr, critic_warmup=args.sim_critic_warmup),
-        chain="calibrated" if args.calibrate_chain else "spec")
+def settings(args: argparse.Namespace, task, policy: str) -> FinetuneCfg:
+    """The run's settings: the preset (``--calibrate``: calibrated, else scratch) with the flags given over it and
+    the task's measurements filled in (``FinetuneCfg.for_task``: its learning rate where none is given). The
+    learning rate used is recorded back into ``args.lr`` so the results say which."""
+    preset = PRESETS["calibrated" if args.calibrate else "scratch"][0]
+    cfg = preset.with_fields(policy=policy, robot=task.robot, seed=args.seed,
+                             **{field: getattr(args, flag.replace("-", "_")) for flag, field in SETTINGS_FLAGS.items()})
+    if cfg.calibrated is not None:
+        sim = sim_residual_cfg(task, args.seed, **{field: getattr(args, flag.replace("-", "_"))
+                                                    for flag, field in SIM_FLAGS.items()})
+        log_ticks = args.calibration_ticks or cfg.calibrated.log_ticks
+        cfg = dataclasses.replace(cfg, calibrated=dataclasses.replace(cfg.calibrated, sim=sim, log_ticks=log_ticks),
+                                  calibrate_chain=args.calibrate_chain)
+    cfg = cfg.for_task(task)
+    args.lr = cfg.sac.lr
+    return cfg
 
 
 def add_output_args(p: argparse.ArgumentParser, out_dir: str) -> None:
@@ -427,14 +415,14 @@ def open_results(out_dir: Path) -> tuple[dict, Callable[[], None]]:
     return results, save
 
 
-def sac_settings(args: argparse.Namespace) -> dict:
+def sac_settings(cfg: FinetuneCfg) -> dict:
     """What a run's results record of its learner settings."""
-    return {"utd": args.utd, "fraction": args.fraction, "critic_norm": args.critic_norm, "lr": args.lr,
-            "gamma": args.gamma, "actor_warmup": args.actor_warmup, "residual_penalty": args.residual_penalty,
-            "anchor_penalty": args.anchor_penalty, "anchor_q_scaled": args.anchor_q_scaled,
-            "actor_ema": args.actor_ema, "init_log_std": args.init_log_std, "target_entropy": args.target_entropy,
-            "num_critics": args.num_critics, "history": args.history, "algorithm": args.algorithm,
-            "explore_std": args.explore_std, "critic_dropout": args.critic_dropout}
+    sac = cfg.sac
+    return {"utd": sac.utd_ratio, "fraction": cfg.residual.fraction, "critic_norm": sac.critic_norm, "lr": sac.lr,
+            "gamma": sac.gamma, "actor_warmup": sac.actor_warmup_updates, "residual_penalty": sac.residual_penalty,
+            "anchor_penalty": sac.anchor_penalty, "anchor_q_scaled": sac.anchor_q_scaled,
+            "init_log_std": sac.init_log_std, "target_entropy": sac.target_entropy_per_dim,
+            "num_critics": sac.num_critics}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -447,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transitions", type=int, default=20_000)
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--eval-episodes", type=int, default=16)
-    add_sac_args(p)
+    add_settings_args(p)
     p.add_argument("--ppo-points", type=int, nargs="*",
                    default=[3072 * k for k in (1, 2, 4, 7, 13, 26, 52, 104, 208, 416)])
     p.add_argument("--ppo-budget-s", type=float, default=1500.0)
@@ -464,20 +452,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="phase prior: transitions of base + exploring residual collected in the NOMINAL sim")
     p.add_argument("--prior", type=Path, help="phase residual: an .npz of prior transitions (RLPD-style mixing); "
                    "'sim' = the buffer phase prior wrote to OUT_DIR/prior_sim")
-    p.add_argument("--prior-fraction", type=float, default=ReplayCfg.prior_fraction)
     p.add_argument("--init-from", type=Path, help="phase residual: start the residual and critics from this run's "
                    "checkpoint; 'sim' = the run phase prior made in the nominal sim")
     p.add_argument("--run-name", default="residual", choices=tuple(RUNS))
     p.add_argument("--seed", type=int, default=0, help="phase residual: the learner's and the episodes' seed")
-    p.add_argument("--command-every-s", type=float, help="training episodes change command this often")
-    p.add_argument("--train-episode-s", type=float, help="length of training episodes (evaluation keeps the task's)")
     p.add_argument("--ceiling-onnx", type=Path, help="phase ceiling: the policy whose correction of the base is "
                    "clipped (e.g. continued PPO's ppo/ppo_N.onnx)")
     p.add_argument("--ceiling-name", default="continued PPO", help="phase ceiling: what --ceiling-onnx is")
     p.add_argument("--ceiling-fractions", type=float, nargs="+", default=[0.1, 0.2, 0.4, math.inf],
                    help="phase ceiling: bounds, as fractions of the action clip (inf: unclipped)")
     p.add_argument("--timing-seconds", type=float, default=20.0)
-    add_calibrate_args(p)
     add_output_args(p, "runs/bench_residual")
     args = p.parse_args(argv)
 
@@ -502,13 +486,14 @@ def main(argv: list[str] | None = None) -> int:
         save()
     nominal, real = results["base_nominal"][METRIC], results["base_real"][METRIC]
 
+    cfg = settings(args, task, results["base_onnx"])  # the preset with the flags given over it
+    plain = dataclasses.replace(cfg, calibrated=None, calibrate_chain=False)  # the phases that start no calibration
     if args.phase == "prior":  # sim prior data: the same fine-tuning, in the nominal sim (not counted as "real")
         started = time.monotonic()
-        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.prior_transitions,
-                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
-                              sac=sac_cfg(args, task), replay=ReplayCfg(),
-                              shift=None, run_dir=args.out_dir / "prior_sim", eval_every=0,
-                              eval_episodes=args.eval_episodes, export=False, seed=7)
+        whole = dataclasses.replace(plain, run=dataclasses.replace(plain.run, train_episode_s=None))  # the task's
+        report = run_finetune(whole.with_fields(transitions=args.prior_transitions, seed=7, eval_every=0,
+                                                run_dir=str(args.out_dir / "prior_sim"),
+                                                eval_episodes=args.eval_episodes), export=False)
         results["prior_run"] = {"transitions": report.transitions, "wall_s": time.monotonic() - started,
                                 "buffer": str(args.out_dir / "prior_sim" / "buffer.npz"), "learner": report.learner}
         save()
@@ -516,29 +501,23 @@ def main(argv: list[str] | None = None) -> int:
     prior = None
     if args.prior is not None:
         prior = str(args.out_dir / "prior_sim" / "buffer.npz") if str(args.prior) == "sim" else str(args.prior)
-    replay = ReplayCfg(prior_path=prior, prior_fraction=args.prior_fraction)
     init_from = None
     if args.init_from is not None:
         init_from = str(args.out_dir / "prior_sim") if str(args.init_from) == "sim" else str(args.init_from)
 
     if args.phase in ("all", "residual"):
         started = time.monotonic()
-        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
-                              sac=sac_cfg(args, task), replay=replay,
-                              shift=shift, run_dir=args.out_dir / args.run_name, init_from=init_from,
-                              seed=args.seed, command_every_s=args.command_every_s,
-                              train_episode_s=args.train_episode_s, eval_every=args.eval_every,
-                              eval_episodes=args.eval_episodes, calibrated=calibrated_cfg(args, task))
+        run = cfg.with_fields(transitions=args.transitions, prior_path=prior, shift=shift,
+                              run_dir=str(args.out_dir / args.run_name), init_from=init_from,
+                              eval_every=args.eval_every, eval_episodes=args.eval_episodes)
+        report = run_finetune(run)
         curve = [{**e, "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations]
         results[args.run_name] = curve
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
-                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
-                                   "seed": args.seed, "command_every_s": args.command_every_s,
-                                   "train_episode_s": args.train_episode_s,
-                                   "exported": str(report.exported), "exported_ema": str(report.exported_ema),
-                                   "prior": prior,
-                                   "prior_fraction": args.prior_fraction if prior else None,
+                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(run),
+                                   "seed": args.seed, "train_episode_s": run.run.train_episode_s,
+                                   "exported": str(report.exported), "prior": prior,
+                                   "prior_fraction": run.replay.prior_fraction if prior else None,
                                    "init_from": init_from,
                                    "init_transitions": read_checkpoint(init_from)["received"] if init_from else None,
                                    "calibrated": report.calibrated}
@@ -546,13 +525,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.phase == "residual-more":  # continue the residual run (resume: its learner state and buffer)
         done = results[args.run_name][-1]["transitions"]
-        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction, history=args.history),
-                              sac=sac_cfg(args, task), replay=replay,
-                              shift=shift, run_dir=args.out_dir / f"{args.run_name}_from_{done}",
-                              eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                              resume=str(args.out_dir / args.run_name), seed=args.seed + 1,
-                              train_episode_s=args.train_episode_s)
+        report = run_finetune(plain.with_fields(transitions=args.transitions, prior_path=prior, shift=shift,
+                                                run_dir=str(args.out_dir / f"{args.run_name}_from_{done}"),
+                                                eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                                                resume=str(args.out_dir / args.run_name), seed=args.seed + 1))
         results[args.run_name] += [{**e, "transitions": done + e["transitions"],
                                  "recovered": recovered(e[METRIC], nominal, real)} for e in report.evaluations[1:]]
         results[f"{args.run_name}_run"]["continued"] = {"from": done, "learner": report.learner, "sync": report.sync}

@@ -20,9 +20,10 @@ Methods, on the x axis by transitions collected on the "real" robot:
   calibrated       ``--calibrate``: a calibrated start (the base logged on the "real" robot, the vectorized sim
                    with the table and cube fitted to the log, the residual fitted there: the calibrated actuators'
                    inverse, push's default), then the same SAC run on the robot from it; ``--calibrate-chain``:
-                   the safety chain's torque limit told the fitted motor gains; ``--learn-sent``: transitions
-                   record the residual the chain let through. Every run also exports its best-evaluated iterate
-                   (``policy_residual_best.onnx``, the start included).
+                   the safety chain's torque limit told the fitted motor gains. Every run also exports its
+                   best-evaluated iterate (``policy_residual_best.onnx``, the start included). ``--learn-sent``
+                   (transitions record the residual the chain let through) did not change the collapse and was
+                   removed at commit eaf2417 (git history has it; RESULTS_residual_calibrated.md).
   continued PPO    ``--phase ppo``: the full BC network (rebuilt from its ONNX: ``robot_rl.learn.bc_ppo``) trained on
                    by rsl_rl PPO in the vectorized push env under the same shift, behind the chain's rate and
                    torque limits; every transition it collects counts (its critic-only warm-up's too)
@@ -48,18 +49,15 @@ from pathlib import Path
 # This folder (run as benchmarks/bench_residual_push.py): the learner's settings, shared with the A1 benchmark.
 from bench_residual import (
     TorchActorPolicy,
-    add_calibrate_args,
     add_output_args,
-    add_sac_args,
-    calibrated_cfg,
+    add_settings_args,
     evaluate_policy,
     open_results,
-    sac_cfg,
     sac_settings,
+    settings,
 )
 from residual_push_report import RUN_LABELS, plot, recovered, section, write_section
 
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg
 from robot_rl.learn.residual.finetune import parse_shift, run_finetune
 from robot_rl.learn.residual.scenes import EVAL_SEED, EpisodeSetup, eval_setups
 from robot_rl.learn.residual.shifted_sim import RealityShift
@@ -159,10 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transitions", type=int, default=20_000)
     p.add_argument("--eval-every", type=int, default=4000)
     p.add_argument("--eval-episodes", type=int, default=40)
-    add_sac_args(p)
-    p.add_argument("--learner-timeout-s", type=float, default=2.0,
-                   help="the actor's learner heartbeat timeout (lockstep: also how long the sim waits for a slow "
-                        "learner); raise it on a machine shared with other jobs")
+    add_settings_args(p)  # --learner-timeout-s among them: raise it on a machine shared with other jobs
     p.add_argument("--search-shifts", nargs="*", default=[],
                    help="candidate shifts to score the base on (phase base), e.g. kp=0.5,latency=2")
     p.add_argument("--search-episodes", type=int, default=20)
@@ -183,10 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                    "with the safety chain told the motors' measured gain scales (a --calibrate-chain run's "
                    "deployment), e.g. kp=0.5,kd=1")
     p.add_argument("--run-name", default="residual", choices=tuple(RUN_LABELS))
-    p.add_argument("--learn-sent", action="store_true", help="transitions record the residual the safety chain "
-                   "let through where it changed the target (ResidualCfg.learn_sent)")
     p.add_argument("--seed", type=int, default=0)
-    add_calibrate_args(p)
     add_output_args(p, "runs/res_push")
     args = p.parse_args(argv)
 
@@ -226,21 +218,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.phase in ("all", "residual"):
         started = time.monotonic()
-        report = run_finetune(results["base_onnx"], task.robot, "sim", transitions=args.transitions,
-                              residual=ResidualCfg(fraction=args.fraction, learner_timeout_s=args.learner_timeout_s,
-                                                   learn_sent=args.learn_sent),
-                              sac=sac_cfg(args, task), replay=ReplayCfg(),
-                              shift=shift, run_dir=args.out_dir / args.run_name, eval_every=args.eval_every,
-                              eval_episodes=args.eval_episodes, seed=args.seed, calibrated=calibrated_cfg(args, task))
+        run = settings(args, task, results["base_onnx"]).with_fields(
+            transitions=args.transitions, shift=shift, run_dir=str(args.out_dir / args.run_name),
+            eval_every=args.eval_every, eval_episodes=args.eval_episodes)
+        report = run_finetune(run)
         results[args.run_name] = [{**e, "recovered": recovered(e["success"], nominal, real)}
                                   for e in report.evaluations]
         results[f"{args.run_name}_run"] = {"wall_s": time.monotonic() - started, "learner": report.learner,
-                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(args),
-                                   "learner_timeout_s": args.learner_timeout_s,
+                                   "sync": report.sync, "episodes": report.episodes, **sac_settings(run),
+                                   "learner_timeout_s": run.residual.learner_timeout_s,
                                    "exported": str(report.exported), "ended_by": report.ended_by,
                                    "exported_best": str(report.exported_best), "best": report.best,
-                                   "seed": args.seed, "calibrated": report.calibrated,
-                                   "learn_sent": args.learn_sent}
+                                   "seed": args.seed, "calibrated": report.calibrated}
         save()
 
     if args.phase == "ppo":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from robot_rl.learn.residual.config import SACCfg
+from robot_rl.learn.residual.config import SAC_LR, SACCfg
 from robot_rl.learn.residual.shifted_sim import describe_training_ranges
 from robot_rl.tasks.registry import make_task
 
@@ -232,7 +232,7 @@ def learner_extras(run: dict) -> str:
     if run.get("residual_penalty"):
         out += f", residual penalty {run['residual_penalty']:g} × mean squared unit residual in the actor loss"
     lr = run.get("lr") or 3e-4  # runs recorded before the setting was (all at 3e-4, the default then)
-    if lr != SACCfg.actor_lr:
+    if lr != SAC_LR:
         out += f", learning rates {lr:g}"
     if run.get("gamma", SACCfg.gamma) != SACCfg.gamma:
         out += f", γ {run['gamma']:g}"
@@ -242,6 +242,7 @@ def learner_extras(run: dict) -> str:
         out += f", entropy target {run['target_entropy']:g} per dimension"
     if run.get("num_critics", SACCfg.num_critics) != SACCfg.num_critics:
         out += f", {run['num_critics']} critics (the minimum over all of them)"
+    # Variants removed from the product since (commit eaf2417; git history has them): recorded runs still say so.
     if run.get("actor_ema"):
         out += f", an average of the actor's weights kept at rate {run['actor_ema']:g} per update"
     if run.get("command_every_s"):

@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        result = tyro.cli(func, args=args, prog=prog)
+        if getattr(func, "own_cli", False):  # parses its own arguments (e.g. a preset word, then a tyro config)
+            result = func(args, prog=prog)
+        else:
+            result = tyro.cli(func, args=args, prog=prog)
     except RobotRLError as exc:  # a message meant for the user; anything else is a bug and keeps its traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

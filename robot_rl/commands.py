@@ -7,6 +7,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
+from robot_rl.core.validate import positive
 from robot_rl.robots.spec import available_robots, load_robot
 
 
@@ -31,10 +32,15 @@ def robot_list() -> int:
 
 
 def robot_show(name: str, /) -> int:
-    """Print a robot spec as tables (joints, gains, limits, rates, safety, interface)."""
-    from robot_rl.robots.show import print_spec
+    """Print a robot spec as tables (joints, gains, limits, rates, safety, interface), checked against its
+    sim model when the model is on this machine (a spec joint missing from the model: exit 2)."""
+    from robot_rl.robots.show import model_check, print_spec
 
-    print_spec(load_robot(name))
+    spec = load_robot(name)
+    lines = model_check(spec)
+    print_spec(spec)
+    for line in lines:
+        print(line)
     return 0
 
 
@@ -51,6 +57,7 @@ def stand(
     """Stand check: hold each robot's default pose under PD in MuJoCo and PyBullet; print a table."""
     from robot_rl.robots.stand_check import stand_check
 
+    positive(duration_s=duration_s)
     robots = _embedded_robots() if robot == "all" else [robot]
     sims = ["mujoco", "pybullet"] if simulator == "both" else [simulator]
     console = Console()

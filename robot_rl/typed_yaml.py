@@ -31,9 +31,12 @@ def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file, turning parser errors into a ConfigError that names the file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(path, "", f"cannot read file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:  # a binary file, or text in another encoding
+        raise ConfigError(path, "", f"not a YAML text file: byte 0x{exc.object[exc.start]:02x} at offset "
+                                    f"{exc.start} is not UTF-8") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -66,3 +66,24 @@ def test_any_robot_rl_error_from_a_subcommand_is_one_line_and_status_2(probe_com
 def test_other_errors_keep_their_traceback(probe_commands):
     with pytest.raises(ValueError, match="not a user error"):
         main(["probe", "bug"])
+
+
+FINETUNE_OPTIONS = {"-h", "--policy", "--robot", "--interface", "--transitions", "--shift", "--run-dir", "--resume",
+                    "--init-from", "--eval-every", "--eval-episodes", "--seed", "--teleop", "--fifo-priority",
+                    "--fraction", "--lr", "--utd", "--actor-warmup", "--anchor-penalty", "--calibrate-chain"}
+
+
+@pytest.mark.parametrize("preset", [[], ["scratch"], ["calibrated"]], ids=["default", "scratch", "calibrated"])
+def test_finetune_help_lists_at_most_20_options(preset, capsys):
+    """The product's options: what a user picks per run. Variants the benchmarks did not support are gone and
+    measured settings are presets (robot-rl finetune calibrated), not flags."""
+    import re
+
+    with pytest.raises(SystemExit) as done:
+        main(["finetune", *preset, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    options = re.findall(r"^[^\w\s-]?\s{1,2}(--?[a-z][\w-]*)", out, re.MULTILINE)  # each option's first flag
+    assert len(options) == len(set(options)) <= 20, options
+    assert set(options) == FINETUNE_OPTIONS
+    assert "calibrated" in out and "scratch" in out  # the presets are named in the help

@@ -221,3 +221,14 @@ def test_read_yaml_names_file_and_line_of_a_syntax_error(tmp_path: Path):
 def test_read_yaml_missing_file(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read file"):
         read_yaml(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "caf\u00e9: 1\n".encode("latin-1")],
+                         ids=["binary", "latin-1"])
+def test_read_yaml_names_a_file_that_is_not_utf8_text(tmp_path: Path, content: bytes):
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=r"spec\.yaml: <top level>: not a YAML text file: byte 0x.. at offset \d+ "
+                                          r"is not UTF-8") as info:
+        read_yaml(path)
+    assert "\n" not in str(info.value)

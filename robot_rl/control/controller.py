@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from robot_rl.control.action_chunks import ChunkConsumer
-from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, ObjectSensor, RobotState
 from robot_rl.policy.contract import PolicyContract, check_contract, layout_for_policy
 from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec
@@ -71,7 +71,9 @@ class PolicyController:
         quat[0, 0] = 1.0
         self._q, self._dq, self._quat, self._gyro, self._lin_vel, self._command = q, dq, quat, gyro, lin_vel, cmd
         self._last_action = np.zeros((1, j))
-        self._object_pos = np.zeros((1, 3))  # the task object (manipulation), when the state carries one
+        self._object_pos = np.zeros((1, 3))  # the task object (manipulation), when a sensor reports one
+        # The task's observation source (a simulator's scene, a perception source): not part of RobotState.
+        self.object_sensor: ObjectSensor | None = None
         self._inputs = ObsInputs(
             q=q, dq=dq, default_q=self._default_q, base_quat=quat, base_ang_vel=gyro, command=cmd,
             last_action=self._last_action, base_lin_vel=lin_vel,
@@ -170,11 +172,12 @@ class PolicyController:
         else:
             np.copyto(self._lin_vel[0], state.base_lin_vel)
             self._inputs.base_lin_vel = self._lin_vel
-        if state.object_pos is None:
+        object_pos = None if self.object_sensor is None else self.object_sensor.object_position()
+        if object_pos is None:
             self._object_pos.fill(0.0)
             self._inputs.object_pos = None  # a term that needs it raises a clear error in the builder
         else:
-            np.copyto(self._object_pos[0], state.object_pos)
+            np.copyto(self._object_pos[0], object_pos)
             self._inputs.object_pos = self._object_pos
 
         obs = self._builder.compute(self._inputs)  # uses the previous action: that is what last_action means

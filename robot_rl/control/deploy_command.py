@@ -34,12 +34,14 @@ from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotInterface
+from robot_rl.core.validate import in_range, positive
 from robot_rl.robots.spec import RobotSpec
 
 InterfaceName = Literal["sim", "unitree-dds"]
 SimulatorName = Literal["mujoco", "pybullet"]
 DAMPING_S = 0.5  # damping ticks sent before close: 25 at 50 Hz, enough that the last command is damping
 DDS_CONNECT_TIMEOUT_S = 5.0
+DDS_MAX_DOMAIN_ID = 232  # the DDS specification's port mapping leaves room for domains 0-232
 
 
 class DeployError(RobotRLError, ValueError):
@@ -111,7 +113,7 @@ def run_deployment(runtime: DeployRuntime, robot: RobotInterface, duration_s: fl
                    command: Sequence[float] = (), log_path: str | Path | None = None,
                    fifo_priority: int | None = None, damping_s: float = DAMPING_S,
                    stop_requested: threading.Event | None = None, log_metadata: dict[str, str] | None = None,
-                   ) -> DeployResult:
+                   log_overwrite: bool = False) -> DeployResult:
     """Arm, run in real time for ``duration_s`` (or until ``stop_requested`` is set), then stop and send
     ``damping_s`` of damping ticks. The robot must be connected; the caller closes it.
 
@@ -123,7 +125,7 @@ def run_deployment(runtime: DeployRuntime, robot: RobotInterface, duration_s: fl
     if log_path is not None:
         from robot_rl.data.mcap_log import DeployLogWriter
 
-        log = DeployLogWriter(log_path, metadata=log_metadata)
+        log = DeployLogWriter(log_path, metadata=log_metadata, overwrite=log_overwrite)
     origin: list[float] = []  # perf_counter at the first tick ≈ that tick's deadline (the runtime's `now`)
     changes_before = len(runtime.mode_changes)
     # The run's last tick (run_loop runs round(duration / period) ticks) already sends damping, and so does
@@ -249,7 +251,7 @@ def _fifo_for_new_threads(priority: int | None) -> Iterator[None]:
 def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", interface: InterfaceName = "sim",
            simulator: SimulatorName = "mujoco", duration_s: float = 20.0, command: tuple[float, ...] = (),
            domain_id: int | None = None, network_interface: str | None = None, log: str | None = None,
-           fifo_priority: int | None = None) -> int:
+           overwrite: bool = False, fifo_priority: int | None = None) -> int:
     """Run a policy on a robot in real time (sim or Unitree DDS), log it, and end in damping.
 
     Arms, ramps from the measured pose to the default pose, runs the policy under the command, then stops
@@ -267,20 +269,24 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
             empty: all zero.
         domain_id: DDS domain (default: the spec's interface.domain_id).
         network_interface: network interface for DDS (default: the spec's interface.network_interface).
-        log: write an MCAP deploy log here (state, proposed and sent commands, safety events, timing).
+        log: write an MCAP deploy log here (state, proposed and sent commands, safety events, timing). An
+            existing file is refused before the robot is touched, unless --overwrite.
+        overwrite: replace an existing --log file.
         fifo_priority: run the control loop, and every thread started for it (DDS, re-publish, log writer),
             under SCHED_FIFO at this priority (needs CAP_SYS_NICE or root; refused: normal priority).
     """
     try:
+        positive(duration_s=duration_s)
+        in_range(0, DDS_MAX_DOMAIN_ID, domain_id=domain_id)
+        if log is not None and not overwrite and Path(log).exists():
+            raise DeployError(f"--log {log}: a file is already there; choose another path, or pass --overwrite "
+                              "to replace it")
         runtime = DeployRuntime.load(robot, policy)
         values = command_values(runtime, command)
         spec = runtime.spec
-        if not (np.isfinite(duration_s) and duration_s > 0):
-            raise DeployError(f"duration_s must be a positive number of seconds, got {duration_s!r}")
         if fifo_priority is not None and hasattr(os, "sched_get_priority_max"):
             low, high = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
-            if not low <= fifo_priority <= high:
-                raise DeployError(f"fifo_priority must be in [{low}, {high}], got {fifo_priority}")
+            in_range(low, high, fifo_priority=fifo_priority)
         target = (f"DDS domain {spec.interface.domain_id if domain_id is None else domain_id}"
                   if interface == "unitree-dds" else f"{simulator}, real time")
         print(f"deploy: robot {spec.name}, policy {policy}, {interface} ({target}), {duration_s:g} s, command "
@@ -303,7 +309,7 @@ def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", inte
         try:
             with _stop_on_signals(stop):
                 result = run_deployment(runtime, connected, duration_s, command=values, log_path=log,
-                                        fifo_priority=fifo_priority, stop_requested=stop,
+                                        fifo_priority=fifo_priority, stop_requested=stop, log_overwrite=overwrite,
                                         log_metadata={"robot": spec.name, "policy": str(policy),
                                                       "interface": interface})
         finally:

@@ -127,6 +127,7 @@ def run_loop(
     )
     pushes_left = sorted(pushes, key=lambda p: p.t_s)
     zero_command = np.zeros(n_cmd)
+    runtime.observe_objects(robot)  # a simulated scene's object (a push task's cube), where there is one
     if arm:
         runtime.arm()
 

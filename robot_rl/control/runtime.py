@@ -37,7 +37,7 @@ from robot_rl.control.state_machine import (
     command_for,
     ramp_done,
 )
-from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.core.types import JointCommand, ObjectSensor, RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.chain import SafetyChain
 from robot_rl.safety.filters import ActionClip, SafetyEvent
@@ -136,6 +136,12 @@ class DeployRuntime:
     def reset_fault(self) -> None:
         """Acknowledge a stop or fault: clears the chain's latch; the robot stays damped until armed."""
         self._request(ControllerEvent.RESET)
+
+    def observe_objects(self, source: object) -> None:
+        """Let the policy observe the task's object through ``source`` when it is an ObjectSensor (a simulated
+        robot's scene; on hardware, a perception source): the robot state does not carry task-specific state."""
+        if isinstance(self.controller, PolicyController):
+            self.controller.object_sensor = source if isinstance(source, ObjectSensor) else None
 
     def set_command(self, command: np.ndarray) -> None:
         with self._lock:

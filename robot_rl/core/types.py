@@ -28,9 +28,8 @@ class RobotState:
     # Only simulators know these exactly; on hardware they are None unless an estimator provides them.
     base_lin_vel: np.ndarray | None = None  # (3,) body frame, m/s
     base_pos: np.ndarray | None = None  # (3,) world frame, m
-    # The task's object (the cube a manipulation task pushes), robot base frame, m. Simulators fill it; on
-    # hardware a perception source (a camera tracker, mocap) must, and it stays None without one.
-    object_pos: np.ndarray | None = None
+    # Task-specific state (the cube a manipulation task pushes) is not the robot's: it comes from the task's
+    # observation source (ObjectSensor), a simulator's scene or, on hardware, a perception source.
 
 
 @dataclass
@@ -64,6 +63,15 @@ class JointCommand:
     def copy(self) -> JointCommand:
         return JointCommand(self.q_target.copy(), self.dq_target.copy(), self.kp.copy(), self.kd.copy(),
                             self.tau_ff.copy())
+
+
+@runtime_checkable
+class ObjectSensor(Protocol):
+    """The task's observation source: where the task's object is (the cube a manipulation task pushes). A simulated
+    robot's scene is one (SimRobot); on hardware a perception source (a camera tracker, mocap) would be."""
+
+    def object_position(self) -> np.ndarray | None:  # (3,) robot base frame, m; None: no object seen
+        ...
 
 
 @runtime_checkable

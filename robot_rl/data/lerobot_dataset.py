@@ -24,7 +24,6 @@ frames as ``"image"`` features: PNG in the Parquet file, lossless, readable by L
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from robot_rl.data.lerobot_format import (
     CODEBASE_VERSION,
@@ -56,6 +54,8 @@ from robot_rl.data.lerobot_format import (
     read_episodes_table,
     read_features,
     read_info,
+    read_json,
+    read_parquet,
     read_tasks,
     tasks_table,
     to_column,
@@ -164,7 +164,7 @@ class LeRobotDatasetWriter:
         table = read_episodes_table(self.root)
         self._episodes = table.to_pylist()
         self.tasks = read_tasks(self.root)
-        self._stats = _stats_from_json(json.loads((self.root / STATS_PATH).read_text()))
+        self._stats = _stats_from_json(read_json(self.root / STATS_PATH))
         last = self._episodes[-1]
         self._data_file = (int(last["data/chunk_index"]), int(last["data/file_index"]))
 
@@ -234,7 +234,7 @@ class LeRobotDatasetWriter:
             chunk, file = self._data_file = self._next_file(chunk, file)
             path = self.root / DATA_PATH.format(chunk_index=chunk, file_index=file)
         if path.exists():
-            table = pa.concat_tables([pq.read_table(path, schema=self._schema), table])
+            table = pa.concat_tables([read_parquet(path, schema=self._schema), table])
         write_parquet_atomic(path, table)
 
         row: dict[str, Any] = {
@@ -280,8 +280,8 @@ class LeRobotDataset:
             self.tasks = read_tasks(self.root) if (self.root / TASKS_PATH).exists() else []
             self.episodes: list[dict[str, Any]] = (read_episodes_table(self.root).to_pylist()
                                                    if self.info.get("total_episodes", 0) else [])
-        except (pa.ArrowInvalid, KeyError, OSError) as exc:
-            raise DatasetError(f"{self.root}: unreadable metadata ({exc})") from None
+        except (pa.ArrowException, KeyError, OSError) as exc:  # a DatasetError names the file itself
+            raise DatasetError(f"{self.root}: unreadable metadata ({type(exc).__name__}: {exc})") from None
         self._tables: dict[Path, pa.Table] = {}
 
     @property
@@ -294,14 +294,14 @@ class LeRobotDataset:
 
     @property
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
-        return _stats_from_json(json.loads((self.root / STATS_PATH).read_text()))
+        return _stats_from_json(read_json(self.root / STATS_PATH))
 
     def data_files(self) -> list[Path]:
         return sorted(self.root.glob("data/chunk-*/file-*.parquet"))
 
     def _table(self, path: Path) -> pa.Table:
         if path not in self._tables:
-            self._tables[path] = pq.read_table(path)
+            self._tables[path] = read_parquet(path)
         return self._tables[path]
 
     def table(self) -> pa.Table:

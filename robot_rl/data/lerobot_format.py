@@ -250,14 +250,30 @@ def tasks_table(tasks: list[str]) -> pa.Table:
                     schema=schema)
 
 
+def read_parquet(path: Path, **kwargs: Any) -> pa.Table:
+    """``pq.read_table``, with any failure to read the file (truncated, not Parquet, a wrong schema: the
+    whole Arrow error family, and OS errors) as one :class:`DatasetError` naming it."""
+    try:
+        return pq.read_table(path, **kwargs)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file (UTF-8), with a broken one as one :class:`DatasetError` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read file ({exc.strerror})") from None
+
+
 def read_info(root: Path) -> dict[str, Any]:
     path = root / INFO_PATH
-    try:
-        info = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetError(f"{root}: no {INFO_PATH} — not a LeRobot dataset") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    if not path.exists():
+        raise DatasetError(f"{root}: no {INFO_PATH} — not a LeRobot dataset")
+    info = read_json(path)
     if not isinstance(info, dict) or not isinstance(info.get("features"), dict):
         raise DatasetError(f"{path}: has no 'features' object")
     return info
@@ -268,7 +284,10 @@ def read_features(root: Path, info: dict[str, Any]) -> dict[str, Feature]:
 
 
 def read_tasks(root: Path) -> list[str]:
-    table = pq.read_table(root / TASKS_PATH)
+    path = root / TASKS_PATH
+    table = read_parquet(path)
+    if {"task_index", "task"} - set(table.column_names):
+        raise DatasetError(f"{path}: needs columns 'task_index' and 'task', has {table.column_names}")
     order = np.argsort(table.column("task_index").to_numpy())
     tasks = table.column("task").to_pylist()
     return [tasks[i] for i in order]
@@ -278,4 +297,8 @@ def read_episodes_table(root: Path) -> pa.Table:
     files = sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
     if not files:
         raise DatasetError(f"{root}: no episode metadata under meta/episodes/")
-    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+    tables = [read_parquet(f) for f in files]
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowException as exc:
+        raise DatasetError(f"{root}/meta/episodes: the episode files do not fit together ({exc})") from None

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from robot_rl.data.lerobot_format import (
     CAMERA_DTYPES,
@@ -33,6 +32,7 @@ from robot_rl.data.lerobot_format import (
     Feature,
     arrow_type,
     read_episodes_table,
+    read_parquet,
 )
 
 REQUIRED_INFO: dict[str, type | tuple[type, ...]] = {
@@ -96,7 +96,10 @@ def _check_tasks(root: Path, info: dict) -> tuple[list[str], int]:
     path = root / TASKS_PATH
     if not path.exists():
         return [f"{TASKS_PATH}: missing"], 0
-    table = pq.read_table(path)
+    try:
+        table = read_parquet(path)
+    except DatasetError as exc:
+        return [str(exc)], 0
     if {"task_index", "task"} - set(table.column_names):
         return [f"{TASKS_PATH}: needs columns 'task_index' and 'task', has {table.column_names}"], 0
     problems = []
@@ -113,8 +116,8 @@ def _check_tasks(root: Path, info: dict) -> tuple[list[str], int]:
 def _check_episodes(root: Path, info: dict) -> tuple[list[str], list[dict]]:
     try:
         rows = read_episodes_table(root).to_pylist()
-    except (DatasetError, pa.ArrowInvalid) as exc:
-        return [f"meta/episodes: {exc}"], []
+    except DatasetError as exc:  # names the file
+        return [str(exc)], []
     missing = [c for c in EPISODE_REQUIRED if c not in rows[0]] if rows else []
     if missing:
         return [f"meta/episodes: missing columns {missing}"], []
@@ -151,9 +154,9 @@ def _check_frames(root: Path, info: dict, features: dict[str, Feature], episodes
     for number, path in enumerate(files):
         name = str(path.relative_to(root))
         try:
-            table = pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as exc:
-            problems.append(f"{name}: not a readable Parquet file ({exc})")
+            table = read_parquet(path)
+        except DatasetError as exc:
+            problems.append(f"{name}: {str(exc).removeprefix(f'{path}: ')}")
             continue
         schema = table.schema
         for key in sorted(set(expected) - set(schema.names)):
@@ -213,8 +216,8 @@ def _check_stats(root: Path, features: dict[str, Feature]) -> list[str]:
     if not path.exists():
         return [f"{STATS_PATH}: missing"]
     try:
-        stats = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return [f"{STATS_PATH}: not valid JSON ({exc})"]
     problems = []
     for key, feature in features.items():
@@ -254,10 +257,10 @@ def validate_dataset(root: str | Path) -> list[str]:
     """Every way ``root`` departs from the LeRobotDataset v3.0 layout; an empty list when it is valid."""
     root = Path(root)
     try:
-        info = json.loads((root / INFO_PATH).read_text())
+        info = json.loads((root / INFO_PATH).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return [f"{INFO_PATH}: missing (not a LeRobot dataset)"]
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return [f"{INFO_PATH}: not valid JSON ({exc})"]
     problems, features = _check_info(info)
     if problems:

@@ -7,6 +7,16 @@ record is dropped and counted. A writer thread wakes every ``poll_s``, turns rec
 them to the ``mcap`` writer (zstd-compressed chunks). ``close()`` drains the queue, records the counters
 as MCAP metadata (``robot_rl.deploy_log``) and finishes the file (summary section and index).
 
+Crash safety: the writer thread ends the chunk in progress and writes it to the file every ``flush_s``
+(0.5 s; ``os.fsync`` too, so a power cut keeps it as well), not only when a chunk reaches ``chunk_size``.
+A process killed outright (SIGKILL, the OOM killer, a segfault) therefore loses at most the last
+``flush_s`` plus the queue's backlog, not a whole 1 MiB chunk (≈ 8 s at 500 Hz); see
+benchmarks/results/RESULTS_deploy_log.md. Such a file has no summary section: :func:`read_log` reads it
+from the start, record by record, and stops at the first incomplete one; :func:`summarize_log` says so
+(``truncated``).
+
+An existing file is never replaced unless ``overwrite=True`` (:class:`LogExistsError`).
+
 Channels, each with a JSON schema (``jsonschema`` encoding) and JSON messages (``json`` encoding):
 
 ======================== ===========================  ==========================================
@@ -30,6 +40,7 @@ as far as the MCAP summary goes. Not-a-number values are written as ``null`` (JS
 from __future__ import annotations
 
 import json
+import os
 import struct
 import threading
 import time
@@ -45,17 +56,19 @@ from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand, RobotState
 
 try:
-    from mcap.exceptions import McapError
-    from mcap.reader import NonSeekingReader, make_reader
+    from mcap.exceptions import EndOfFile, McapError, RecordLengthLimitExceeded
+    from mcap.records import Channel, DataEnd, Header, Message, Metadata
+    from mcap.stream_reader import StreamReader
     from mcap.writer import Writer
+    from zstandard import ZstdError
 except ImportError as exc:  # pragma: no cover - part of the deploy extra
     raise ImportError("robot_rl.data.mcap_log needs the mcap package: pip install 'robot-rl[deploy]'") from exc
 
 STATE, PROPOSED, SENT, EVENTS, TIMING = ("/robot/state", "/robot/command_proposed", "/robot/command_sent",
                                          "/safety/events", "/loop/timing")
 METADATA_NAME = "robot_rl.deploy_log"
-MCAP_MAGIC = b"\x89MCAP0\r\n"
 DEFAULT_QUEUE_CAPACITY = 1 << 16  # ≈ 20 s of 500 Hz state + command + timing records
+DEFAULT_FLUSH_S = 0.5  # longest a record waits in memory (plus the queue's backlog) before it is in the file
 
 _NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
 _VECTOR_OR_NULL = {"type": ["array", "null"], "items": {"type": ["number", "null"]}}
@@ -101,21 +114,32 @@ class LogReadError(RobotRLError, ValueError):
     """A deploy log that does not exist or is not a readable MCAP deploy log (the message names the file)."""
 
 
+class LogExistsError(RobotRLError, FileExistsError):
+    """A deploy log would replace an existing file (the message names it)."""
+
+
 class DeployLogWriter:
     """Append records from the control thread; a background thread writes them. See the module docstring."""
 
     def __init__(self, path: str | Path, *, queue_capacity: int = DEFAULT_QUEUE_CAPACITY, poll_s: float = 0.01,
+                 flush_s: float = DEFAULT_FLUSH_S, fsync: bool = True, overwrite: bool = False,
                  metadata: dict[str, str] | None = None) -> None:
         if queue_capacity < 1:
             raise ValueError(f"DeployLogWriter queue_capacity must be >= 1, got {queue_capacity!r}")
+        if not flush_s > 0:
+            raise ValueError(f"DeployLogWriter flush_s must be > 0, got {flush_s!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.queue_capacity, self.poll_s = queue_capacity, poll_s
+        self.queue_capacity, self.poll_s, self.flush_s, self.fsync = queue_capacity, poll_s, flush_s, fsync
         self.enqueued = self.dropped = self.written = 0
         self._queue: deque[tuple[str, int, tuple]] = deque()
         self._closing = threading.Event()
         self._error: BaseException | None = None
-        self._stream = self.path.open("wb")
+        try:  # "x": the check and the creation are one step, so nothing can slip in between
+            self._stream = self.path.open("wb" if overwrite else "xb")
+        except FileExistsError:
+            raise LogExistsError(f"{self.path}: a file is already there; choose another log path, or pass "
+                                 "--overwrite to replace it") from None
         self._writer = Writer(self._stream)
         self._writer.start(profile="", library="robot_rl deploy log")
         self._channels = {}
@@ -125,6 +149,8 @@ class DeployLogWriter:
             self._channels[topic] = self._writer.register_channel(topic=topic, message_encoding="json",
                                                                   schema_id=schema_id)
         self._sequence = dict.fromkeys(SCHEMAS, 0)
+        self._unflushed = False
+        self._writer.flush()  # the header and channels are in the file at once: even a run killed now reads
         self._user_metadata = dict(metadata or {})
         self._thread = threading.Thread(target=self._run, name="deploy-log-writer", daemon=True)
         self._thread.start()
@@ -193,11 +219,26 @@ class DeployLogWriter:
         self.written += count
         return count
 
+    def _flush(self) -> None:
+        """End the chunk in progress and put it in the file (and on disk, with ``fsync``)."""
+        self._writer.flush()
+        if self.fsync:
+            os.fsync(self._stream.fileno())
+
     def _run(self) -> None:
         try:
+            next_flush = time.monotonic() + self.flush_s
             while not self._closing.is_set():
-                if not self._drain():
-                    self._closing.wait(self.poll_s)  # close() wakes it at once
+                wrote = self._drain()
+                if time.monotonic() >= next_flush:
+                    if wrote or self._unflushed:
+                        self._flush()
+                    self._unflushed = False
+                    next_flush = time.monotonic() + self.flush_s
+                elif wrote:
+                    self._unflushed = True
+                if not wrote:
+                    self._closing.wait(min(self.poll_s, max(0.0, next_flush - time.monotonic())))
             self._drain()
         except BaseException as exc:  # disk full, bad value: reported by close(), never on the control thread
             self._error = exc
@@ -235,38 +276,82 @@ class LogRecord:
     data: dict[str, Any]
 
 
-def read_log(path: str | Path, topics: tuple[str, ...] | None = None) -> Iterator[LogRecord]:
-    """The log's messages in log-time order (all topics, or ``topics``), read with the ``mcap`` reader.
+class _LogScan:
+    """One pass over a deploy log, record by record from the start (``mcap``'s streaming reader: no index,
+    no footer needed). Iterate it for the messages; afterwards ``complete`` says whether the file ended
+    with its footer, ``problem`` why reading stopped early, ``metadata`` holds the writer's counters."""
 
-    A log whose writer never finished (the process died) has no summary section; it is then read from the
-    start up to its last complete chunk, in file order (= log-time order for one writer).
+    def __init__(self, path: Path, topics: tuple[str, ...] | None = None) -> None:
+        self.path, self.topics = path, None if topics is None else set(topics)
+        self.complete = self.data_complete = False
+        self.problem: str | None = None
+        self.metadata: dict[str, str] = {}
+        self.messages = 0
+        self.bytes_read = 0
+
+    def _fail(self, what: str) -> LogReadError:
+        return LogReadError(f"{self.path}: not a readable MCAP deploy log ({what})")
+
+    def __iter__(self) -> Iterator[LogRecord]:
+        path = self.path
+        if not path.is_file():
+            raise LogReadError(f"{path}: no such deploy log")
+        size = path.stat().st_size
+        channels: dict[int, Channel] = {}
+        header = False
+        with path.open("rb") as stream:
+            records = StreamReader(stream, validate_crcs=True, record_size_limit=max(size, 1)).records
+            while True:
+                try:
+                    record = next(records)
+                except StopIteration:
+                    self.complete = True
+                    break
+                except (McapError, EOFError, ValueError, struct.error, ZstdError) as exc:
+                    if not header:  # not MCAP at all, or cut inside the first record
+                        raise self._fail(f"{type(exc).__name__}: {exc}" if str(exc) else
+                                         f"ends after {size} bytes, before its header") from exc
+                    if isinstance(exc, EndOfFile | struct.error):
+                        self.problem = "the next record is cut off"
+                    elif isinstance(exc, RecordLengthLimitExceeded):
+                        self.problem = "the next record claims to be longer than the rest of the file"
+                    else:  # a chunk that does not decompress or fails its CRC: corrupt, not just cut
+                        self.problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    break
+                self.bytes_read = stream.tell()
+                if isinstance(record, Header):
+                    header = True
+                elif isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Metadata) and record.name == METADATA_NAME:
+                    self.metadata = dict(record.metadata)
+                elif isinstance(record, DataEnd):
+                    self.data_complete = True
+                elif isinstance(record, Message):
+                    channel = channels.get(record.channel_id)
+                    if channel is None:
+                        raise self._fail(f"message on channel {record.channel_id}, which was never declared")
+                    if self.topics is not None and channel.topic not in self.topics:
+                        continue
+                    if channel.message_encoding != "json":
+                        raise self._fail(f"channel {channel.topic} carries {channel.message_encoding!r} "
+                                         "messages; a deploy log's are JSON")
+                    try:
+                        data = json.loads(record.data)
+                    except ValueError as exc:
+                        raise self._fail(f"a {channel.topic} message is not JSON: {exc}") from exc
+                    self.messages += 1
+                    yield LogRecord(channel.topic, record.log_time, data)
+
+
+def read_log(path: str | Path, topics: tuple[str, ...] | None = None) -> Iterator[LogRecord]:
+    """The log's messages in the order written (log-time order for one writer), all topics or ``topics``.
+
+    Read from the start, record by record, so a log whose writer never finished (the process was killed)
+    reads up to its last complete chunk; :func:`summarize_log` also says whether the file was complete.
+    A file that is not an MCAP deploy log raises :class:`LogReadError` naming it.
     """
-    path = Path(path)
-    wanted = list(topics) if topics else None
-    if not path.is_file():
-        raise LogReadError(f"{path}: no such deploy log")
-    with path.open("rb") as stream:
-        try:
-            reader = make_reader(stream)
-            finished = reader.get_summary() is not None
-        except (McapError, EOFError, ValueError, struct.error):
-            finished = False
-        if finished:
-            try:
-                for _schema, channel, message in reader.iter_messages(topics=wanted):
-                    yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
-            except McapError as exc:
-                raise LogReadError(f"{path}: not a readable MCAP deploy log ({exc})") from exc
-            return
-        stream.seek(0)
-        messages = NonSeekingReader(stream).iter_messages(topics=wanted, log_time_order=False)
-        try:
-            for _schema, channel, message in messages:
-                yield LogRecord(channel.topic, message.log_time, json.loads(message.data))
-        except (McapError, EOFError, ValueError, struct.error) as exc:
-            if stream.tell() <= len(MCAP_MAGIC):
-                raise LogReadError(f"{path}: not a readable MCAP deploy log ({exc or type(exc).__name__})") from exc
-            # a truncated tail: everything before it has been read
+    yield from _LogScan(Path(path), topics)
 
 
 def _percentiles(values: list[float]) -> dict[str, float | None]:
@@ -277,14 +362,19 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
 
 
 def summarize_log(path: str | Path) -> dict[str, Any]:
-    """Duration, messages per channel, safety events, loop-timing percentiles and dropped records."""
+    """Duration, messages per channel, safety events, loop-timing percentiles and dropped records.
+
+    ``truncated`` is True when the file ends before its footer (the writer was killed): everything before
+    the first incomplete record is summarized, and ``problem`` says where reading stopped.
+    """
     path = Path(path)
+    scan = _LogScan(path)
     counts: Counter[str] = Counter()
     first = last = None
     by_filter: Counter[str] = Counter()
     faults, examples = 0, []
     lateness, work, missed = [], [], 0
-    for record in read_log(path):
+    for record in scan:
         counts[record.topic] += 1
         first = record.log_time_ns if first is None else min(first, record.log_time_ns)
         last = record.log_time_ns if last is None else max(last, record.log_time_ns)
@@ -300,14 +390,7 @@ def summarize_log(path: str | Path) -> dict[str, Any]:
             if d["work_s"] is not None:
                 work.append(d["work_s"])
             missed += d["missed"]
-    meta: dict[str, str] = {}
-    with path.open("rb") as stream:
-        try:
-            for record in make_reader(stream).iter_metadata():
-                if record.name == METADATA_NAME:
-                    meta = dict(record.metadata)
-        except (McapError, EOFError, ValueError):
-            pass  # not finished: the counters are written by close()
+    meta = scan.metadata  # empty when not finished: the counters are written by close()
     return {
         "file": str(path),
         "duration_s": 0.0 if first is None else (last - first) * 1e-9,
@@ -319,15 +402,31 @@ def summarize_log(path: str | Path) -> dict[str, Any]:
                    "work_s": _percentiles(work)},
         "dropped_records": int(meta["dropped_records"]) if "dropped_records" in meta else None,
         "closed_cleanly": bool(meta),
+        "truncated": not scan.complete,
+        "records": scan.messages,
+        "problem": None if scan.complete else (
+            f"the index after the last record is cut off ({scan.problem})" if scan.data_complete
+            else f"the file ends mid-record after byte {scan.bytes_read} of {path.stat().st_size} "
+                 f"({scan.problem})"),
     }
 
 
 def log_summarize(file: str, /) -> int:
-    """Summarize a deploy log (MCAP): duration, messages per channel, safety events, loop timing, drops."""
+    """Summarize a deploy log (MCAP): duration, messages per channel, safety events, loop timing, drops.
+
+    Exit status: 0 for a complete log; 1 for a truncated one (its writer was killed: the summary covers the
+    records recovered, and a warning on stderr says so); 2 when the file is missing or not a deploy log.
+    """
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
     summary = summarize_log(file)
+    if summary["truncated"]:
+        print(f"warning: {summary['file']}: truncated: {summary['problem']}; recovered {summary['records']} "
+              f"records / {summary['duration_s']:.2f} s, and the summary below covers only those", file=sys.stderr,
+              flush=True)
     console = Console()
     console.print(f"[bold]{summary['file']}[/bold]: {summary['duration_s']:.2f} s"
                   + ("" if summary["closed_cleanly"] else "  [red](not closed cleanly: no counters)[/red]"))
@@ -352,4 +451,4 @@ def log_summarize(file: str, /) -> int:
     for line in events["first"]:
         console.print(f"  {line}", markup=False)
     console.print(f"dropped records: {summary['dropped_records'] if summary['dropped_records'] is not None else '?'}")
-    return 0
+    return 1 if summary["truncated"] else 0

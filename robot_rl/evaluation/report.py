@@ -160,7 +160,7 @@ def plot_runs(result: GateResult, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     sc = result.scenario
-    velocity = sc.objective == "velocity_tracking"
+    velocity = not sc.tracks_tool_point  # a base velocity, or a tool point to its targets
     rows = (["vx (m/s)", "vy (m/s)", "yaw rate (rad/s)", "base height (m)"] if velocity
             else ["tip distance to target (m)", "tip x (m)", "tip y (m)", "tip z (m)"])
     fig, axes = plt.subplots(len(rows), 1, figsize=(11, 2.3 * len(rows)), sharex=True, constrained_layout=True)

@@ -27,7 +27,7 @@ from robot_rl.control.deploy_loop import CommandStep, Push
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.commands import CommandSpec
 
-Objective = Literal["velocity_tracking", "reach"]
+GateName = Literal["velocity_tracking", "reach"]  # the gates a task can name (TaskTerms.gate)
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,12 @@ class Segment:
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    objective: Objective
+    gate: GateName  # which gate checks score it (scoring.GATE_CHECKS)
     command_names: tuple[str, ...]
     segments: tuple[Segment, ...]  # back to back, in time order
     pushes: tuple[Push, ...]  # times after the lead-in; world-frame velocity added to the base
     lead_in_s: float  # arm → ramp → policy: the spec's ramp duration
+    tracks_tool_point: bool = False  # the commands are tool-point targets: the run records the tip
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -139,16 +140,17 @@ def reach_scenario(commands: CommandSpec, lead_in_s: float, time_scale: float = 
         point = commands.low + np.array(frac) * (commands.high - commands.low)
         script.append((f"target {i + 1}", 3.0, dict(zip(commands.names, point.tolist(), strict=True))))
     return Scenario("reach: four targets", "reach", commands.names, _back_to_back(commands, script, time_scale), (),
-                    lead_in_s)
+                    lead_in_s, tracks_tool_point=True)
 
 
-def scenario_for(objective: Objective, commands: CommandSpec, spec: RobotSpec, time_scale: float = 1.0) -> Scenario:
-    """The gate's scenario for a task kind, with the robot's ramp as lead-in."""
+# The gate's scenario of each gate a task can name (TaskTerms.gate).
+SCENARIOS = {"velocity_tracking": velocity_scenario, "reach": reach_scenario}
+
+
+def scenario_for(gate: str | None, commands: CommandSpec, spec: RobotSpec, time_scale: float = 1.0) -> Scenario:
+    """The scenario of the gate a task names (its ``terms.gate``), with the robot's ramp as lead-in."""
     if time_scale <= 0:
         raise ValueError(f"time_scale must be positive, got {time_scale!r}")
-    lead_in = spec.safety.ramp_duration_s
-    if objective == "velocity_tracking":
-        return velocity_scenario(commands, lead_in, time_scale)
-    if objective == "reach":
-        return reach_scenario(commands, lead_in, time_scale)
-    raise ValueError(f"no sim2sim scenario for task objective {objective!r} (known: velocity_tracking, reach)")
+    if gate not in SCENARIOS:
+        raise ValueError(f"no sim2sim scenario for gate {gate!r} (known: {', '.join(SCENARIOS)})")
+    return SCENARIOS[gate](commands, spec.safety.ramp_duration_s, time_scale)

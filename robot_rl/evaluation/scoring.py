@@ -8,6 +8,7 @@ them into pass/fail :class:`Check` rows against a :class:`GateConfig`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -269,6 +270,54 @@ def _worst_scored(segments: dict[str, dict[str, ChannelError]], channels: tuple[
     return worst, note
 
 
+# The gate's task terms: the checks of each gate a task names (TaskTerms.gate), beside the common ones (falls,
+# safety interventions, step time). Each returns (tracking, segments, reach, checks).
+GateChecks = Callable[[SimRun, Scenario, np.ndarray, np.ndarray, GateConfig],
+                      tuple[dict[str, ChannelError], dict[str, dict[str, ChannelError]], tuple[TargetError, ...],
+                            list[Check]]]
+
+
+def velocity_checks(run: SimRun, scenario: Scenario, command: np.ndarray, mask: np.ndarray,
+                    config: GateConfig) -> tuple:
+    """Base velocity tracking: each channel's error over the scored ticks, and per segment."""
+    rec, checks = run.record, []
+    yaw_rate = run.base_ang_vel[:, 2] if len(run.base_ang_vel) == len(rec.t) else yaw_rate_from_quat(
+        rec.base_quat, rec.t)
+    tracking = tracking_errors(rec, yaw_rate, command, mask)
+    segments = segment_errors(rec, yaw_rate, command, mask, scenario)
+    limits = {"m/s": (config.lin_vel_error_mean_max_m_s, config.lin_vel_error_p95_max_m_s),
+              "rad/s": (config.yaw_rate_error_mean_max_rad_s, config.yaw_rate_error_p95_max_rad_s)}
+    for name, _, unit in VELOCITY_CHANNELS:
+        err, (mean_max, p95_max) = tracking[name], limits[unit]
+        note = f"{err.samples} ticks scored" if err.samples else "no tick scored"
+        checks.append(Check(f"{name} error mean", err.mean, mean_max, unit, note))
+        checks.append(Check(f"{name} error p95", err.p95, p95_max, unit))
+    lin, note = _worst_scored(segments, ("vx", "vy"))
+    checks.append(Check("vx, vy error mean, worst segment", lin, config.segment_lin_vel_error_mean_max_m_s,
+                        "m/s", note))
+    yaw, note = _worst_scored(segments, ("yaw_rate",))
+    checks.append(Check("yaw_rate error mean, worst segment", yaw, config.segment_yaw_rate_error_mean_max_rad_s,
+                        "rad/s", note))
+    return tracking, segments, (), checks
+
+
+def reach_checks(run: SimRun, scenario: Scenario, command: np.ndarray, mask: np.ndarray,
+                 config: GateConfig) -> tuple:
+    """Tool-point targets: the tip's final and mean error at each target."""
+    rec, checks = run.record, []
+    if run.tip_pos is None:
+        raise ValueError("a reach scenario needs the tool-point trajectory (SimRun.tip_pos)")
+    reach = reach_errors(run.tip_pos, rec, scenario, mask)
+    checks.append(Check("tip error final (worst target)", _worst([r.final_m for r in reach]),
+                        config.reach_final_error_max_m, "m"))
+    checks.append(Check("tip error mean (worst target)", _worst([r.mean_m for r in reach]),
+                        config.reach_mean_error_max_m, "m"))
+    return {}, {}, reach, checks
+
+
+GATE_CHECKS: dict[str, GateChecks] = {"velocity_tracking": velocity_checks, "reach": reach_checks}
+
+
 def score_run(run: SimRun, scenario: Scenario, spec: RobotSpec, config: GateConfig) -> SimScore:
     rec = run.record
     fall = detect_fall(rec, spec, config)
@@ -282,35 +331,8 @@ def score_run(run: SimRun, scenario: Scenario, spec: RobotSpec, config: GateConf
     period_ms = spec.timing.policy_period_s * 1e3
 
     checks = [Check("falls", float(fall.fell), float(config.max_falls), "", fall.cause)]
-    tracking: dict[str, ChannelError] = {}
-    segments: dict[str, dict[str, ChannelError]] = {}
-    reach: tuple[TargetError, ...] = ()
-    if scenario.objective == "velocity_tracking":
-        yaw_rate = run.base_ang_vel[:, 2] if len(run.base_ang_vel) == len(rec.t) else yaw_rate_from_quat(
-            rec.base_quat, rec.t)
-        tracking = tracking_errors(rec, yaw_rate, command, mask)
-        segments = segment_errors(rec, yaw_rate, command, mask, scenario)
-        limits = {"m/s": (config.lin_vel_error_mean_max_m_s, config.lin_vel_error_p95_max_m_s),
-                  "rad/s": (config.yaw_rate_error_mean_max_rad_s, config.yaw_rate_error_p95_max_rad_s)}
-        for name, _, unit in VELOCITY_CHANNELS:
-            err, (mean_max, p95_max) = tracking[name], limits[unit]
-            note = f"{err.samples} ticks scored" if err.samples else "no tick scored"
-            checks.append(Check(f"{name} error mean", err.mean, mean_max, unit, note))
-            checks.append(Check(f"{name} error p95", err.p95, p95_max, unit))
-        lin, note = _worst_scored(segments, ("vx", "vy"))
-        checks.append(Check("vx, vy error mean, worst segment", lin, config.segment_lin_vel_error_mean_max_m_s,
-                            "m/s", note))
-        yaw, note = _worst_scored(segments, ("yaw_rate",))
-        checks.append(Check("yaw_rate error mean, worst segment", yaw, config.segment_yaw_rate_error_mean_max_rad_s,
-                            "rad/s", note))
-    elif scenario.objective == "reach":
-        if run.tip_pos is None:
-            raise ValueError("a reach scenario needs the tool-point trajectory (SimRun.tip_pos)")
-        reach = reach_errors(run.tip_pos, rec, scenario, mask)
-        checks.append(Check("tip error final (worst target)", _worst([r.final_m for r in reach]),
-                            config.reach_final_error_max_m, "m"))
-        checks.append(Check("tip error mean (worst target)", _worst([r.mean_m for r in reach]),
-                            config.reach_mean_error_max_m, "m"))
+    tracking, segments, reach, task_checks = GATE_CHECKS[scenario.gate](run, scenario, command, mask, config)
+    checks += task_checks
     checks.append(Check("safety interventions per tick", rate, config.max_intervention_rate, "",
                         f"{sum(interventions.values())} in {steps} ticks"))
     checks.append(Check("runtime.step p99", timing.step_p99_ms, config.max_step_compute_p99_fraction * period_ms,

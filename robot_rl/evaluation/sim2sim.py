@@ -158,7 +158,7 @@ def run_simulator(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, si
             record = run_loop(timed, probe, scenario.total_s, realtime=False,  # type: ignore[arg-type]
                               commands=scenario.command_steps(), pushes=scenario.loop_pushes())
     n = record.ticks
-    tip = tool_points(spec, record.q) if scenario.objective == "reach" else None
+    tip = tool_points(spec, record.q) if scenario.tracks_tool_point else None
     return SimRun(simulator, record, probe.gyro[:n], timed.compute_s[:n], setup_s, tip)
 
 
@@ -229,7 +229,7 @@ def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequen
     task = make_task(found.provenance.task)
     spec = load_robot(found.robot)
     DeployRuntime.load(spec.name, policy)  # refuse a contract mismatch before any simulator starts
-    scenario = scenario_for(task.objective, task.commands, spec, time_scale)
+    scenario = scenario_for(task.terms.gate, task.commands, spec, time_scale)
     config = config or GateConfig()
     scores, runs = evaluate(lambda: DeployRuntime.load(spec.name, policy), spec, scenario, simulators, config, console)
     return GateResult(spec, task.name, scenario, config, scores, runs, command, str(policy), found,

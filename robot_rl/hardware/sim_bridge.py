@@ -43,6 +43,7 @@ import mujoco
 
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand
+from robot_rl.core.validate import in_range, non_negative, positive
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.hardware.faults import FaultConfig
@@ -263,6 +264,11 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
         mode_machine: unitree_hg only: the robot variant the bridge reports (commands must echo it).
         seed: seed of the random drop / corruption decisions.
     """
+    positive(duration_s=duration_s)
+    non_negative(delay_ms=delay_ms, freeze_at_s=freeze_at_s, kill_at_s=kill_at_s, seed=seed)
+    in_range(0.0, 1.0, drop=drop, corrupt_command=corrupt_command)
+    in_range(0, 232, domain_id=domain_id)  # the DDS specification's domain ids
+    in_range(0, 255, mode_machine=mode_machine)  # a uint8 in LowState
     spec = load_robot(robot)
     faults = FaultConfig(drop_probability=drop, delay_s=1e-3 * delay_ms, freeze_at_s=freeze_at_s,
                          corrupt_state_crc=corrupt_crc, corrupt_command_probability=corrupt_command,

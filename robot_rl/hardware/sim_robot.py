@@ -45,7 +45,7 @@ class SceneBox:
 @dataclass(frozen=True)
 class SimScene:
     """Objects around the robot, built the same way in every simulator. ``tracked`` names the box whose
-    position fills ``RobotState.object_pos`` (robot base frame), as a perception source would on hardware."""
+    position :meth:`SimRobot.object_position` reads (robot base frame), as a perception source would on hardware."""
 
     boxes: tuple[SceneBox, ...]
     tracked: str | None = None
@@ -103,6 +103,7 @@ class _SimBackend(Protocol):
     def apply(self, command: JointCommand) -> JointCommand: ...  # called before every physics step
     def physics_step(self) -> None: ...
     def state(self, tick: int, timestamp: float) -> RobotState: ...
+    def object_position(self) -> np.ndarray | None: ...
     def add_base_velocity(self, delta_world: np.ndarray) -> None: ...
     def close(self) -> None: ...
 
@@ -128,12 +129,13 @@ class _MujocoBackend(_SimBackend):
         self._mujoco.mj_step(self.robot.model, self.data)
 
     def state(self, tick: int, timestamp: float) -> RobotState:
-        state = self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
-        if self._tracked is not None:
-            b = self.robot.base_body_id
-            state.object_pos = base_frame(self.data.xpos[self._tracked], self.data.xpos[b],
-                                           self.data.xmat[b].reshape(3, 3))
-        return state
+        return self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
+
+    def object_position(self) -> np.ndarray | None:
+        if self._tracked is None:
+            return None
+        b = self.robot.base_body_id
+        return base_frame(self.data.xpos[self._tracked], self.data.xpos[b], self.data.xmat[b].reshape(3, 3))
 
     def add_base_velocity(self, delta_world: np.ndarray) -> None:
         if self.robot.free_qvel_adr is None:
@@ -187,12 +189,15 @@ class _PybulletBackend(_SimBackend):
     def state(self, tick: int, timestamp: float) -> RobotState:
         state = self.robot.read_state(timestamp=timestamp)
         state.tick = tick
-        if self._tracked is not None:
-            pos, _ = self._pb.getBasePositionAndOrientation(self._tracked, physicsClientId=self.client)
-            base_pos, base_orn = self.robot.base_pose()
-            base_rot = np.array(self._pb.getMatrixFromQuaternion(base_orn)).reshape(3, 3)
-            state.object_pos = base_frame(pos, base_pos, base_rot)
         return state
+
+    def object_position(self) -> np.ndarray | None:
+        if self._tracked is None:
+            return None
+        pos, _ = self._pb.getBasePositionAndOrientation(self._tracked, physicsClientId=self.client)
+        base_pos, base_orn = self.robot.base_pose()
+        base_rot = np.array(self._pb.getMatrixFromQuaternion(base_orn)).reshape(3, 3)
+        return base_frame(pos, base_pos, base_rot)
 
     def add_base_velocity(self, delta_world: np.ndarray) -> None:
         pb, r = self._pb, self.robot
@@ -214,7 +219,8 @@ class SimRobot:
         self, spec: RobotSpec, simulator: SimulatorName = "mujoco", *, realtime: bool = False,
         scene: SimScene | None = None,
     ):
-        """``scene``: boxes to add around the robot (a table, a cube); its tracked box fills ``object_pos``."""
+        """``scene``: boxes to add around the robot (a table, a cube); its tracked box is the task's object, read by
+        :meth:`object_position` (the task's observation source, as a perception source would be on hardware)."""
         if simulator not in _BACKENDS:
             raise ValueError(f"unknown simulator {simulator!r} (known: {', '.join(_BACKENDS)})")
         self.spec = spec
@@ -248,6 +254,13 @@ class SimRobot:
             tick = self._steps
             timestamp = time.monotonic() if self.realtime else self.sim_time()
             return backend.state(tick=tick, timestamp=timestamp)
+
+    def object_position(self) -> np.ndarray | None:
+        """ObjectSensor: the scene's tracked object, robot base frame (m), at the last physics step; None without
+        one. What the task's observation source reads in sim (on hardware: a perception source)."""
+        backend = self._require()
+        with self._lock:
+            return backend.object_position()
 
     def write(self, command: JointCommand) -> JointCommand:
         backend = self._require()

@@ -18,8 +18,8 @@ Recorded per running tick (:func:`demo_features`: the teleop recorder's usual fe
 - ``action`` — the label: the joint position action the expert chose for the tick's state, in the task's
   ``JointPositionAction`` space: ``(q_target − default) / scale`` before the safety chain (which then acts
   on a policy's output exactly as it acted on the teleop's).
-- ``action.executed`` — the action actually sent: equal to ``action``, except with demo noise
-  (``DemoNoise``, DART: :mod:`robot_rl.learn.demo_noise`), where it is the label plus the perturbation.
+- ``action.executed`` — the action actually sent: equal to ``action`` (the column stays for datasets recorded
+  with DART noise on the executed action, removed: it did not help, ``benchmarks/RESULTS_bc_push.md``).
 - ``teleop.command`` — the expert's normalized device command.
 
 Layouts: drawn independently per attempt by default, as the evaluation draws them; ``layouts="stratified"``
@@ -45,7 +45,6 @@ import numpy as np
 from robot_rl.control.runtime import Controller, DeployRuntime
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.hardware.sim_robot import SimRobot, SimulatorName
-from robot_rl.learn.demo_noise import DemoNoise, NoisyExecution, NoisyTeleop, expert_label
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks import panda_push
 from robot_rl.tasks.registry import make_task
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
     from robot_rl.teleop.recorder import EpisodeRecorder
 
 TASK_TEXT = TASK_TEXTS[panda_push.NAME]  # the scripted expert knows this one task
-NO_NOISE = DemoNoise()
 EXECUTED_ACTION = "action.executed"  # the action sent to the robot; ``action`` is the expert's label
 
 
@@ -100,13 +98,14 @@ def run_push_episode(
     observe = TaskObservation(task, spec)
     n_run = round(task.episode_length_s / spec.timing.policy_period_s)
     runtime = DeployRuntime(spec, controller)
+    runtime.observe_objects(robot)  # the cube: the scene is the task's observation source
     runtime.set_command(episode.command)
     runtime.arm()
     running, faulted, opened = 0, False, False
     saved_before = len(recorder.saved) if recorder is not None else 0
     robot.connect()
     try:
-        state = robot.read()
+        state, cube = robot.read(), robot.object_position()  # the cube as the state was read
         while running < n_run:
             command = device.poll() if device is not None else None
             if command is not None:
@@ -123,15 +122,15 @@ def run_push_episode(
             robot.write(result.command)
             if result.mode is ControllerMode.RUNNING:
                 if recorder is not None and recorder.recording:
-                    env = np.concatenate([state.object_pos, controller.last_command]).astype(np.float32)
-                    label = expert_label(controller)  # with demo noise: the clean action, not the sent one
-                    recorder.add_frame({"observation.state": observe(state, controller.last_command),
+                    env = np.concatenate([cube, controller.last_command]).astype(np.float32)
+                    label = controller.last_raw_action
+                    recorder.add_frame({"observation.state": observe(state, controller.last_command, cube),
                                         "observation.environment_state": env,
                                         "action": np.asarray(label, dtype=np.float32),
                                         EXECUTED_ACTION: controller.last_raw_action.astype(np.float32)}, command)
                 running += 1
-            state = robot.read()
-        final = state.object_pos
+            state, cube = robot.read(), robot.object_position()
+        final = cube
     finally:
         robot.close()
     if recorder is not None and recorder.recording:
@@ -145,14 +144,11 @@ def run_push_episode(
 
 def expert_episode(spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpisode, rng: np.random.Generator,
                    simulator: SimulatorName = "mujoco", recorder: EpisodeRecorder | None = None,
-                   noise: DemoNoise = NO_NOISE, noise_rng: np.random.Generator | None = None,
                    shift=None) -> EpisodeOutcome:
     """The scripted expert drives ``ArmTeleopController`` for one episode (recording into ``recorder``).
 
-    ``noise`` (off by default): the executed action is perturbed while the expert is still working on the
-    cube (not once it is done and going home), drawn from ``noise_rng``; the recorded label stays the
-    expert's clean action (DART, :mod:`robot_rl.learn.demo_noise`). ``shift``: a ``RealityShift`` — the expert
-    on a shifted MuJoCo robot (the residual benchmarks' "real" one) instead of the nominal sim."""
+    ``shift``: a ``RealityShift`` — the expert on a shifted MuJoCo robot (the residual benchmarks' "real" one)
+    instead of the nominal sim."""
     from robot_rl.teleop.arm_ik import ArmTeleopController
     from robot_rl.teleop.scripted_expert import ScriptedPushExpert
 
@@ -167,20 +163,7 @@ def expert_episode(spec: RobotSpec, task: TaskCfg, episode: panda_push.PushEpiso
     else:
         robot = SimRobot(spec, simulator, scene=scene)
     expert = ScriptedPushExpert(spec, robot, episode.goal_xy, rng, kinematics=teleop.ik.kin)
-    controller: Controller = teleop
-    if noise.enabled:
-        if noise_rng is None:
-            raise ValueError("expert_episode: demo noise needs its own noise_rng (seeded by the caller)")
-
-        def working() -> bool:
-            return expert.zone not in ("retreat", "home")
-
-        if noise.twist_std > 0:
-            controller = NoisyTeleop(teleop, spec, noise, noise_rng, clean_command=lambda: expert.clean_command,
-                                     active=working)
-        if noise.joint_std > 0:
-            controller = NoisyExecution(controller, spec, task, noise, noise_rng, active=working)
-    return run_push_episode(spec, task, episode, controller, robot=robot, device=expert, recorder=recorder)
+    return run_push_episode(spec, task, episode, teleop, robot=robot, device=expert, recorder=recorder)
 
 
 @dataclass(frozen=True)
@@ -198,7 +181,7 @@ class DemoSummary:
 
 def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "runs/demos/panda_push", seed: int = 0,
                   simulator: SimulatorName = "mujoco", max_attempts_factor: float = 3.0,
-                  noise: DemoNoise = NO_NOISE, layouts: Literal["random", "stratified"] = "random",
+                  layouts: Literal["random", "stratified"] = "random",
                   progress: bool = True) -> DemoSummary:
     """Record ``episodes`` successful scripted-expert demos into a LeRobot v3 dataset at ``out_dir``
     (appending if it already holds demos with the same features), and a ``README.md`` saying how.
@@ -207,11 +190,9 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
         task: the task (the scripted expert knows panda-push).
         episodes: successful demos to write.
         out_dir: dataset directory.
-        seed: layouts, the expert's style and its command noise; demo noise draws from its own stream.
+        seed: layouts, the expert's style and its command noise.
         simulator: where the expert runs.
         max_attempts_factor: give up after this many attempts per demo asked for.
-        noise: DART noise on the executed action (off by default; ``action`` stays the expert's label,
-            ``action.executed`` records what was sent).
         layouts: "random": each attempt's layout drawn independently (as the evaluation draws them);
             "stratified": Latin hypercube blocks of ``episodes`` layouts (:func:`stratified_episodes`), so
             few demos still cover every part of the layout space, the edges of the push angles included.
@@ -231,7 +212,6 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
                                   features=demo_features(cfg, spec), robot_type=spec.name)
     recorder = EpisodeRecorder(writer, task=TASK_TEXT)
     rng = np.random.default_rng(seed)
-    noise_rng = np.random.default_rng([seed, 2])  # its own stream: turning noise on leaves the layouts as they were
     layout_rng = np.random.default_rng([seed, 3])
     planned: list[panda_push.PushEpisode] = []
     max_attempts = max(episodes, int(np.ceil(episodes * max_attempts_factor)))
@@ -248,8 +228,7 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
                 episode = planned.pop()
             else:
                 episode = panda_push.sample_episode(rng)
-            outcome = expert_episode(spec, cfg, episode, rng, simulator, recorder,
-                                     noise=noise, noise_rng=noise_rng)
+            outcome = expert_episode(spec, cfg, episode, rng, simulator, recorder)
             attempts += 1
             successes += outcome.success
             if outcome.saved and not outcome.success:
@@ -262,7 +241,7 @@ def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "
         if bar is not None:
             bar.close()
     summary = DemoSummary(str(out_dir), written, attempts, successes, writer.total_frames)
-    write_dataset_card(Path(out_dir), summary, seed, simulator, noise)
+    write_dataset_card(Path(out_dir), summary, seed, simulator)
     return summary
 
 
@@ -274,15 +253,9 @@ def stratified_episodes(n: int, rng: np.random.Generator) -> list[panda_push.Pus
     return [panda_push.layout_at(u) for u in unit.T]
 
 
-def write_dataset_card(out_dir: Path, summary: DemoSummary, seed: int, simulator: str, noise: DemoNoise) -> None:
+def write_dataset_card(out_dir: Path, summary: DemoSummary, seed: int, simulator: str) -> None:
     """``README.md`` beside the dataset: how the demos were made and what the action columns mean."""
-    if noise.enabled:
-        how = (f"DART noise injection (`robot_rl.learn.demo_noise`): the robot executed the expert's action "
-               f"plus Ornstein–Uhlenbeck noise ({noise.describe()}) while the expert worked on the cube (faded "
-               f"out over {noise.fade_s:g} s once it was done). `action` is the expert's clean action for the "
-               f"state visited (the label); `{EXECUTED_ACTION}` is the perturbed action that was sent.")
-    else:
-        how = f"No noise injection: `{EXECUTED_ACTION}` equals `action`, the action the expert sent."
+    how = f"No noise injection: `{EXECUTED_ACTION}` equals `action`, the action the expert sent."
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.joinpath("README.md").write_text(
         f"# panda-push scripted demos\n\nTask: {TASK_TEXT}. The scripted expert "

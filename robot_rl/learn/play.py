@@ -167,12 +167,13 @@ class _Recorder:
         mujoco.mj_setState(self.model, self.data, self.env.state[0], mujoco.mjtState.mjSTATE_FULLPHYSICS)
         mujoco.mj_forward(self.model, self.data)
         self.renderer.update_scene(self.data, self.camera)
-        if self.env.task.objective == "reach":  # show the target: a red sphere of the success radius
+        radius = self.env.task.terms.tool_target_m
+        if radius is not None:  # show the tool-point target: a red sphere of the success radius
             scene = self.renderer.scene
             if scene.ngeom < scene.maxgeom:
                 target = self.env._base_pos0 + self.env._base_rot0 @ self.env.commands[0]
                 mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE,
-                                    [self.env.task.rewards.reach_tolerance_m, 0, 0], target, np.eye(3).ravel(),
+                                    [radius, 0, 0], target, np.eye(3).ravel(),
                                     np.array([1.0, 0.1, 0.1, 0.6], dtype=np.float32))
                 scene.ngeom += 1
         self.frames.append(self.renderer.render().copy())

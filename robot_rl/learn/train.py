@@ -24,16 +24,16 @@ import tyro
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim import randomization as dr
 from robot_rl.tasks.registry import TASKS, make_task
-from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
+from robot_rl.tasks.task import TaskCfg
 from robot_rl.typed_yaml import ConfigError
 
 
 def ppo_task_names() -> list[str]:
-    return [name for name, factory in TASKS.items() if factory().objective in PPO_OBJECTIVES]
+    return [name for name, factory in TASKS.items() if factory().terms.trained_by == "ppo"]
 
 
 def require_ppo_task(task: TaskCfg) -> None:
-    if task.objective not in PPO_OBJECTIVES:
+    if task.terms.trained_by != "ppo":
         raise ConfigError("--task", task.name, f"this task ({task.objective}) is not trained with PPO in the "
                           f"vectorized env but learned from demonstrations; PPO tasks: {', '.join(ppo_task_names())}")
 
@@ -185,6 +185,8 @@ def _jsonable(value):
         return [_jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
+    if callable(value):  # a task's term (a function): recorded by name
+        return f"{value.__module__}.{value.__qualname__}"
     return value
 
 

@@ -249,6 +249,54 @@ def _check_names(mjs: mujoco.MjSpec, spec: RobotSpec, where: str) -> None:
             raise ModelBuildError(f"{where}: sim_model.{key} {name!r} is not a body of the model (it has {bodies})")
 
 
+@dataclass(frozen=True)
+class LimitMismatch:
+    joint: str
+    spec: tuple[float, float]  # the spec's position_limit, rad (m for a slide joint)
+    model: tuple[float, float]  # the model file's range, same units
+
+    @property
+    def wider(self) -> bool:
+        """The spec allows positions the model file does not (usually a typo, or the wrong model)."""
+        return self.spec[0] < self.model[0] - LIMIT_TOLERANCE or self.spec[1] > self.model[1] + LIMIT_TOLERANCE
+
+
+LIMIT_TOLERANCE = 1e-3  # rad: specs copy limits from datasheets and URDFs with 6 digits or fewer
+
+
+def check_spec_against_model(spec: RobotSpec) -> tuple[Path, list[LimitMismatch]]:
+    """Read ``spec``'s model file (no compile) and check the spec against it: every spec joint must be a
+    joint of the model (:class:`ModelBuildError`, one line naming the spec file, the joint and the closest
+    names), and every sim_model body a body of it. Returns the model path and each joint whose position
+    limits differ from the model file's range. Raises ModelSourceError when the model is not on this machine.
+    """
+    import difflib
+    import math
+
+    path = resolve_model_path(spec)
+    mjs = _load(path, keep_visual=False)
+    source = spec.source_file or spec.name
+    names = [j.name for j in mjs.joints if j.type != mujoco.mjtJoint.mjJNT_FREE]
+    unused = [n for n in names if n not in set(spec.joint_names)]  # where a renamed joint would be
+    for i, joint in enumerate(spec.joints):
+        if joint.name not in names:
+            close = difflib.get_close_matches(joint.name, unused, n=3, cutoff=0.3) or unused[:3]
+            raise ModelBuildError(f"{source}: joints[{i}].name {joint.name!r} is not a joint of the model {path}"
+                                  + (f" (model joints no spec joint uses: {', '.join(close)})" if close else ""))
+    _check_names(mjs, spec, f"{source} (model {path})")
+    scale = math.pi / 180 if mjs.compiler.degree and path.suffix.lower() != ".urdf" else 1.0
+    mismatches = []
+    for joint in spec.joints:
+        model_joint = mjs.joint(joint.name)
+        lo, hi = (float(v) * (scale if model_joint.type == mujoco.mjtJoint.mjJNT_HINGE else 1.0)
+                  for v in model_joint.range)
+        if model_joint.limited == mujoco.mjtLimited.mjLIMITED_FALSE or lo >= hi:
+            continue  # the file gives no range to compare with
+        if abs(joint.position_limit[0] - lo) > LIMIT_TOLERANCE or abs(joint.position_limit[1] - hi) > LIMIT_TOLERANCE:
+            mismatches.append(LimitMismatch(joint.name, tuple(joint.position_limit), (lo, hi)))
+    return path, mismatches
+
+
 def _lock_unlisted_joints(mjs: mujoco.MjSpec, spec: RobotSpec, where: str) -> tuple[str, ...]:
     """Delete model joints the spec does not list (the Panda's fingers), welding their bodies at joint
     position 0. Deleting beats holding them with extra actuators: no extra DoFs to integrate, and nothing a
@@ -381,4 +429,5 @@ def _foot_geoms(model: mujoco.MjModel, body_id: int) -> tuple[int, ...]:
     return tuple(spheres or colliding)
 
 
-__all__ = ["KEYFRAME", "ModelBuildError", "MujocoRobot", "Terrain", "build_mujoco_model"]
+__all__ = ["KEYFRAME", "LimitMismatch", "ModelBuildError", "MujocoRobot", "Terrain", "build_mujoco_model",
+           "check_spec_against_model"]

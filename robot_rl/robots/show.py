@@ -104,6 +104,31 @@ def _safety_table(spec: RobotSpec) -> Table:
     return table
 
 
+def model_check(spec: RobotSpec) -> list[str]:
+    """The spec checked against its sim model when the model is on this machine: lines to print. A spec
+    joint or body missing from the model raises ModelBuildError (one line: spec file, joint, closest names);
+    limits that differ from the model file's are reported, not refused (specs may narrow them on purpose)."""
+    try:
+        from robot_rl.robots.mujoco_model import check_spec_against_model
+    except ImportError as exc:
+        return [f"model check skipped: {exc.name} is not installed"]
+    from robot_rl.robots.assets import ModelSourceError
+
+    try:
+        path, mismatches = check_spec_against_model(spec)
+    except ModelSourceError as exc:
+        return [f"model check skipped: the model is not on this machine ({str(exc).split('. ')[0]})"]
+    lines = [f"model check: {path}: all {spec.num_joints} spec joints and the sim_model bodies are in the model"]
+    if mismatches:
+        lines.append(f"position limits that differ from the model file ({len(mismatches)}):")
+        for m in mismatches:
+            lines.append(f"  {m.joint}: spec [{m.spec[0]:+.4f}, {m.spec[1]:+.4f}], model [{m.model[0]:+.4f}, "
+                         f"{m.model[1]:+.4f}]" + ("  WIDER than the model" if m.wider else "  (narrower)"))
+    else:
+        lines.append("position limits: as in the model file")
+    return lines
+
+
 def render_spec(spec: RobotSpec) -> RenderableType:
     """The spec as three tables: header (rates, interface, sim model, hash), joints, safety."""
     return Group(_header_table(spec), _joint_table(spec), _safety_table(spec))
@@ -113,4 +138,4 @@ def print_spec(spec: RobotSpec, console: Console | None = None) -> None:
     (console or Console()).print(render_spec(spec))
 
 
-__all__ = ["print_spec", "render_spec"]
+__all__ = ["model_check", "print_spec", "render_spec"]

@@ -14,15 +14,16 @@ numpy in, numpy out; ``robot_rl.learn.ppo`` adapts it to rsl_rl's VecEnv and ``r
 Gymnasium's vector API. Autoreset is immediate: the observation returned for a finished env is the first
 of its next episode.
 
-Push tasks (learned from demos, not by PPO) run here too, for residual training in a calibrated sim: the task's
-scene (table, cube) is built into the world, each episode draws a layout from the task's own sampler (the cube's
-start; the goal is the command), the cube's position is observed and rewarded, and success is the task's own.
+The env runs any task through its terms (``robot_rl.tasks.terms``) without asking which task it is: commands
+come from the task's command term, the task-side reward inputs from its reward-input terms, the episode metrics
+from its metric terms. A task with an observation source (push: learned from demos, run here for residual training
+in a calibrated sim) has its scene (table, cube) built into the world; each episode draws a layout from the
+source's sampler (the object's start; the goal is the command), and the object's position is observed.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -34,17 +35,17 @@ from robot_rl.hardware.sim_robot import scene_ids
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.filters import SafetyLimits, torque_limited_targets
 from robot_rl.sim import randomization as dr
-from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, yaw_quat
+from robot_rl.sim.env_terms import TaskTermsMixin
 from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.push_objects import PushObject
 from robot_rl.sim.world import build_training_world, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
-from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
-from robot_rl.tasks.task import PPO_OBJECTIVES, TaskCfg
+from robot_rl.tasks.rewards import soft_limits
+from robot_rl.tasks.task import TaskCfg
 
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
-OBJECTIVES = (*PPO_OBJECTIVES, "push")  # what this env computes rewards and metrics for
 
 
 @dataclass
@@ -58,7 +59,7 @@ class StepResult:
     finished: dict[str, np.ndarray] = field(default_factory=dict)  # the same metrics per finished env
 
 
-class MujocoVecEnv:
+class MujocoVecEnv(TaskTermsMixin):
     def __init__(
         self,
         task: TaskCfg,
@@ -74,16 +75,13 @@ class MujocoVecEnv:
         actuator scales for the chain's torque limit)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be ≥ 1, got {num_envs}")
-        if task.objective not in OBJECTIVES:
-            raise ValueError(f"task {task.name!r} ({task.objective}) is not simulated by the vectorized env, "
-                             f"which runs {', '.join(OBJECTIVES)} tasks")
         self.task = task
         self.spec = spec = load_robot(task.robot) if spec is None else spec
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} runs on {task.robot!r}, not on the given spec {spec.name!r}")
         self.num_envs = n = num_envs
         self.rng = np.random.default_rng(seed)
-        self.push = PushObject(task) if task.objective == "push" else None
+        self.push = None if task.terms.source is None else PushObject(task.terms.source)
         if self.push is not None and fixed_command is not None:
             raise ValueError(f"task {task.name!r}: a push episode's command is its layout's goal, it cannot be fixed")
         self.fixed_command = None if fixed_command is None else self._checked_command(task, fixed_command)
@@ -152,14 +150,11 @@ class MujocoVecEnv:
         self.last_dq = np.zeros((n, j))
         self.feet = FootAirTime(n, len(robot.foot_body_ids), self.dt)
         self._episode_sums: dict[str, np.ndarray] = {t.name: np.zeros(n) for t in task.rewards.terms}
-        self._tracking_err_sum = np.zeros(n)  # Σ |v_xy − command_xy|
-        self._signed_err_sum = np.zeros((n, 2))  # Σ (v_xy − command_xy): the error of the mean velocity
+        self._metrics = [term.make(n) for term in task.terms.metrics]
         self._steps_taken = np.zeros(n, dtype=np.int64)  # episode_length may start > 0 (rsl_rl spreads it)
         self._step_count = 0
         # The reward settings with the robot's facts filled in (the nominal base height from the spec).
-        self.rewards_cfg = dataclasses.replace(
-            task.rewards, base_height_target_m=task.rewards.base_height_target_m or spec.sim_model.base_height
-        )
+        self.rewards_cfg = task.rewards.for_robot(spec.sim_model.base_height)
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
@@ -275,8 +270,8 @@ class MujocoVecEnv:
         self.critic_obs_builder.reset(ids)
         for sums in self._episode_sums.values():
             sums[ids] = 0.0
-        self._tracking_err_sum[ids] = 0.0
-        self._signed_err_sum[ids] = 0.0
+        for metric in self._metrics:
+            metric.reset(ids)
         self._steps_taken[ids] = 0
         self._has_episode[ids] = True
 
@@ -308,12 +303,7 @@ class MujocoVecEnv:
     def _sample_commands(self, k: int) -> np.ndarray:
         if self.fixed_command is not None:
             return np.tile(self.fixed_command, (k, 1))
-        cmd = self.task.commands.sample(self.rng, k)
-        if self.task.objective == "velocity_tracking":
-            small = np.linalg.norm(cmd[:, :2], axis=1) < 0.2  # too slow to walk: stand (as legged_gym)
-            cmd[small, :2] = 0.0
-            cmd[self.rng.random(k) < self.task.standing_fraction] = 0.0
-        return cmd
+        return self.task.terms.commands.sample(self.task.commands, self.rng, k)
 
     # ------------------------------------------------------------------------------------------------
     # Step
@@ -368,13 +358,12 @@ class MujocoVecEnv:
         self.last_dq[:] = f["dq"]
         for name, value in parts.items():
             self._episode_sums[name] += value
-        if self.task.objective == "velocity_tracking":
-            err = f["base_lin_vel"][:, :2] - self.commands[:, :2]
-            self._tracking_err_sum += np.linalg.norm(err, axis=1)
-            self._signed_err_sum += err
+        signals = self._signals(f)
+        for metric in self._metrics:
+            metric.step(signals)
 
         done = terminated | truncated
-        finished = self._episode_metrics(np.flatnonzero(done), terminated) if done.any() else {}
+        finished = self._episode_metrics(np.flatnonzero(done), terminated, signals) if done.any() else {}
         if done.any():  # what the finished envs' last observation is built from (Gymnasium's final_obs)
             self.final_obs_inputs = _copied(self._obs_inputs(f))
         log = {k: float(np.mean(v)) for k, v in finished.items()}
@@ -386,55 +375,6 @@ class MujocoVecEnv:
         self.last_finished = finished
         return StepResult(self.actor_obs, self.critic_obs, reward, terminated, truncated, log, finished)
 
-    def _failures(self, f: dict[str, np.ndarray]) -> np.ndarray:
-        t = self.task.terminations
-        failed = np.zeros(self.num_envs, dtype=bool)
-        if not self.floating:
-            return failed
-        if t.max_tilt_rad is not None:
-            failed |= tilt_angle(f["gravity"]) > t.max_tilt_rad
-        if t.min_base_height_m is not None:
-            failed |= self.base_height(f) < t.min_base_height_m
-        if t.base_contact and self.world.sensors.base_contact is not None:
-            failed |= self._sens[:, :, self.world.sensors.base_contact].max(axis=1) > 0
-        return failed
-
-    def base_height(self, f: dict[str, np.ndarray]) -> np.ndarray:
-        z = f["base_pos"][:, 2]
-        if self.task.terrain is None:
-            return z
-        return z - terrain_lib.height_at(self.task.terrain, self.heights, f["base_pos"][:, :2])
-
-    def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
-        sens = self.world.sensors
-        torque = self._sens[:, :, sens.joint_torque].mean(axis=1)
-        inputs = RewardInputs(
-            dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
-            q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
-            last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action,
-        )
-        if self.floating:
-            inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]
-            inputs.projected_gravity = f["gravity"]
-            inputs.base_height = self.base_height(f)
-            adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
-            force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
-            inputs.first_contact, inputs.air_time = self.feet.update(force)
-        if self.task.objective == "reach":
-            inputs.ee_error = np.linalg.norm(self.end_effector_pos() - self.commands, axis=1)
-        if self.push is not None:
-            inputs.object_pos, inputs.tool_pos = f["object_pos"], self.end_effector_pos()
-        return compute_rewards(self.rewards_cfg, inputs)
-
-    def end_effector_pos(self) -> np.ndarray:
-        """(N, 3) tool point in the base frame at the end of the last step (read from its sensors)."""
-        sens, last = self.world.sensors, self._sens[:, -1]
-        # Sensors are read before the last substep's integration: advance by its velocity.
-        pos, vel = last[:, sens.ee_pos : sens.ee_pos + 3], last[:, sens.ee_vel : sens.ee_vel + 3]
-        world = pos + vel * self.models[0].opt.timestep
-        return (world - self._base_pos0) @ self._base_rot0
-
     def _resample_commands(self) -> None:
         every = self.task.command_resample_s
         if every is None or self.push is not None:  # a push goal belongs to the episode's layout
@@ -443,24 +383,6 @@ class MujocoVecEnv:
         due = np.flatnonzero((self.episode_length % steps == 0) & (self.episode_length > 0))
         if len(due):
             self.commands[due] = self._sample_commands(len(due))
-
-    def _episode_metrics(self, ids: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
-        steps = np.maximum(self._steps_taken[ids], 1)
-        length_s = steps * self.dt
-        out = {f"Episode_Reward/{k}": v[ids] / length_s for k, v in self._episode_sums.items()}
-        out["Episode/length_s"] = length_s
-        out["Episode/fell"] = terminated[ids].astype(float)
-        if self.task.objective == "velocity_tracking":
-            out["Episode/lin_vel_error_m_s"] = self._tracking_err_sum[ids] / steps
-            out["Episode/mean_vel_error_m_s"] = np.linalg.norm(self._signed_err_sum[ids], axis=1) / steps
-        if self.push is not None:
-            cube = self.push.position(self.state[ids], self._base_pos0, self._base_rot0)
-            out |= self.push.episode_metrics(cube, self.commands[ids])
-        elif self.task.objective == "reach":
-            err = np.linalg.norm(self.end_effector_pos()[ids] - self.commands[ids], axis=1)
-            out["Episode/final_distance_m"] = err
-            out["Episode/success"] = (err < self.task.rewards.reach_tolerance_m).astype(float)
-        return out
 
     def close(self) -> None:
         if self._pool is not None:

@@ -57,9 +57,9 @@ def _base_lin_vel(inp: ObsInputs) -> np.ndarray:
 def _object_pos(inp: ObsInputs) -> np.ndarray:
     if inp.object_pos is None:
         raise ValueError(
-            "observation term 'object_pos' needs the task object's position (RobotState.object_pos), which "
-            "this robot interface does not provide; use a simulator with the task's scene or add a perception "
-            "source that fills it"
+            "observation term 'object_pos' needs the task object's position (the task's observation source), "
+            "which this robot interface does not provide; use a simulator with the task's scene or add a perception "
+            "source (an ObjectSensor) that reports it"
         )
     return inp.object_pos
 

@@ -3,9 +3,9 @@
 The robot stands at the table's edge (its base at table height); the cube starts in front of it and the
 goal — the task command ``(goal_x, goal_y)``, base frame — lies 10–18 cm away, within 60° of straight
 away from the robot (pushes towards the base would need the hand beyond the cube, at the edge of
-reach). The actor observes the joints, the cube's position (``RobotState.object_pos``: simulators fill
-it, on hardware a perception source must) and the goal. Success: the cube's centre within 3 cm of the
-goal (in the table plane) at the end of the episode.
+reach). The actor observes the joints, the cube's position (``object_pos``, from the task's observation source
+:data:`SOURCE`: simulators read their scene, on hardware a perception source must) and the goal. Success: the
+cube's centre within 3 cm of the goal (in the table plane) at the end of the episode.
 
 The task is learned from demonstrations (scripted expert or teleop → LeRobot dataset → behaviour cloning,
 ``robot_rl.learn.bc``), not by PPO from scratch: its PPO settings are unused. The scene is built in every
@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.hardware.sim_robot import SceneBox, SimScene
-from robot_rl.sim.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.randomization import NO_RANDOMIZATION
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
+from robot_rl.tasks.terms import ObjectSource, push
 
 ROBOT = "panda"
 NAME = "panda-push"
@@ -67,13 +68,11 @@ ACTOR_OBS = ObservationLayout(
 REWARDS = RewardsCfg(
     terms=(
         RewardTerm("push_distance", -5.0),
-        RewardTerm("push_kernel", 1.0),
-        RewardTerm("push_success", 2.0),
+        RewardTerm("push_kernel", 1.0, (("sigma_m", 0.05),)),
+        RewardTerm("push_success", 2.0, (("tolerance_m", SUCCESS_RADIUS_M),)),
         RewardTerm("tool_to_object", -0.2),
         RewardTerm("action_rate", -0.01),
     ),
-    push_sigma_m=0.05,
-    push_tolerance_m=SUCCESS_RADIUS_M,
 )
 
 # Every goal sample_episode can draw lies inside these (checked by the tests).
@@ -127,11 +126,16 @@ def push_success(object_pos: np.ndarray | None, goal_xy: np.ndarray) -> bool:
     return bool(on_table and goal_distance(object_pos, goal_xy) < SUCCESS_RADIUS_M)
 
 
+# The cube, as the task's observation source: its scene, its episode layouts, the task's success test.
+SOURCE = ObjectSource(sample_episode=sample_episode, scene_at=push_scene, goal_distance=goal_distance,
+                      success=push_success)
+
+
 def panda_push() -> TaskCfg:
     return TaskCfg(
         name=NAME,
         robot=ROBOT,
-        objective="push",
+        terms=push(SOURCE),
         description="Panda pushes a cube across a table to a goal with its closed fingers (learned from demos)",
         actor_obs=ACTOR_OBS,
         critic_obs=ACTOR_OBS,

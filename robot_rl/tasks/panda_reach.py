@@ -6,12 +6,13 @@ ready pose. Success is the tip within 2 cm of the target at the end of the episo
 
 from __future__ import annotations
 
-from robot_rl.sim.randomization import RandomizationCfg
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
+from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import PPOCfg, TaskCfg, TerminationsCfg
+from robot_rl.tasks.terms import reach
 
 ROBOT = "panda"
 
@@ -38,16 +39,16 @@ COMMANDS = CommandSpec(
     ranges=((0.3, 0.65), (-0.35, 0.35), (0.15, 0.65)),
 )
 
+SUCCESS_RADIUS_M = 0.02  # the tip this close to the target at the episode's end: success
+
 REWARDS = RewardsCfg(
     terms=(
         RewardTerm("reach_distance", -2.0),
-        RewardTerm("reach_kernel", 1.0),
-        RewardTerm("reach_success", 1.0),
+        RewardTerm("reach_kernel", 1.0, (("sigma_m", 0.1),)),
+        RewardTerm("reach_success", 1.0, (("tolerance_m", SUCCESS_RADIUS_M),)),
         RewardTerm("action_rate", -0.05),
         RewardTerm("dof_vel", -0.005),
     ),
-    reach_sigma_m=0.1,
-    reach_tolerance_m=0.02,
 )
 
 RANDOMIZATION = RandomizationCfg(
@@ -65,7 +66,7 @@ def panda_reach() -> TaskCfg:
     return TaskCfg(
         name="panda-reach",
         robot=ROBOT,
-        objective="reach",
+        terms=reach(SUCCESS_RADIUS_M),
         description="Panda end effector to random targets in the base frame",
         actor_obs=ACTOR_OBS,
         critic_obs=CRITIC_OBS,

@@ -2,39 +2,55 @@
 
 Weights are per second of sim time and multiplied by the policy period when summed (the legged_gym
 convention), so a task's weights don't change meaning when its policy rate does.
+
+Each term's settings (a kernel's length scale, a success tolerance) live with the term the task lists
+(``RewardTerm.params``, over the term's defaults), not in one config holding every kind of task's fields.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+Params = tuple[tuple[str, float | None], ...]
 
 
 @dataclass(frozen=True)
 class RewardTerm:
     name: str  # a key of REWARD_TERMS
     weight: float  # per second
+    params: Params = ()  # this term's settings over its defaults (REWARD_TERMS[name].defaults)
+
+    def __post_init__(self) -> None:
+        if self.name not in REWARD_TERMS:
+            raise ValueError(f"unknown reward term {self.name!r} (known: {', '.join(REWARD_TERMS)})")
+        defaults = REWARD_TERMS[self.name].defaults
+        unknown = [k for k, _ in self.params if k not in defaults]
+        if unknown:
+            raise ValueError(f"reward term {self.name!r} has no setting {unknown} (its settings: "
+                             f"{', '.join(defaults) or 'none'})")
+
+    def settings(self) -> dict[str, float | None]:
+        return {**REWARD_TERMS[self.name].defaults, **dict(self.params)}
+
+    def param(self, key: str) -> float | None:
+        return self.settings()[key]
 
 
 @dataclass(frozen=True)
 class RewardsCfg:
     terms: tuple[RewardTerm, ...]
-    tracking_sigma: float = 0.25  # (m/s)² of the velocity-tracking exp kernels
-    base_height_target_m: float | None = None  # None: the spec's sim_model.base_height
-    feet_air_time_target_s: float = 0.5  # steps longer than this are rewarded, shorter ones penalized
-    reach_sigma_m: float = 0.1  # length scale of the reach exp kernel
-    reach_tolerance_m: float = 0.02  # tip within this of the target counts as success
-    push_sigma_m: float = 0.05  # length scale of the push exp kernel (object to goal)
-    push_tolerance_m: float = 0.03  # object within this of the goal (table plane) counts as success
-    soft_limit_fraction: float = 0.9  # dof_pos_limits penalizes beyond this fraction of the range
+    soft_limit_fraction: float = 0.9  # the soft joint range (dof_pos_limits penalizes beyond this fraction)
     only_positive: bool = False  # clip the summed reward at 0 (helps early locomotion learning)
 
-    def __post_init__(self) -> None:
-        for term in self.terms:
-            if term.name not in REWARD_TERMS:
-                raise ValueError(f"unknown reward term {term.name!r} (known: {', '.join(REWARD_TERMS)})")
+    def for_robot(self, base_height_m: float) -> RewardsCfg:
+        """The robot's facts filled in: a base-height term without its own target holds the spec's height."""
+        terms = tuple(
+            replace(t, params=(*t.params, ("target_m", base_height_m)))
+            if t.name == "base_height" and t.param("target_m") is None else t for t in self.terms)
+        return replace(self, terms=terms)
 
 
 @dataclass
@@ -82,44 +98,59 @@ def _object_to_goal(i: RewardInputs) -> np.ndarray:
     return np.linalg.norm(i.object_pos[:, :2] - i.command[:, :2], axis=1)
 
 
-RewardFn = Callable[[RewardInputs, RewardsCfg], np.ndarray]
+RewardFn = Callable[[RewardInputs, dict], np.ndarray]  # (inputs, the term's settings) → (N,)
 
-REWARD_TERMS: dict[str, RewardFn] = {
-    # velocity tracking (command = lin_vel_x, lin_vel_y, ang_vel_z)
-    "tracking_lin_vel": lambda i, c: np.exp(-_sq(i.command[:, :2] - i.base_lin_vel[:, :2]) / c.tracking_sigma),
-    "tracking_ang_vel": lambda i, c: np.exp(-np.square(i.command[:, 2] - i.base_ang_vel[:, 2]) / c.tracking_sigma),
-    "lin_vel_z": lambda i, c: np.square(i.base_lin_vel[:, 2]),
-    "ang_vel_xy": lambda i, c: _sq(i.base_ang_vel[:, :2]),
-    "orientation": lambda i, c: _sq(i.projected_gravity[:, :2]),
-    "base_height": lambda i, c: np.square(i.base_height - c.base_height_target_m),
-    "feet_air_time": lambda i, c: np.sum((i.air_time - c.feet_air_time_target_s) * i.first_contact, axis=1)
-    * _moving_command(i),
-    "stand_still": lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i),
+
+@dataclass(frozen=True)
+class RewardTermDef:
+    compute: RewardFn
+    defaults: dict = field(default_factory=dict)  # the term's settings and their defaults
+
+
+def _t(compute: RewardFn, **defaults: float | None) -> RewardTermDef:
+    return RewardTermDef(compute, defaults)
+
+
+REWARD_TERMS: dict[str, RewardTermDef] = {
+    # velocity tracking (command = lin_vel_x, lin_vel_y, ang_vel_z); sigma: (m/s)² of the exp kernels
+    "tracking_lin_vel": _t(lambda i, c: np.exp(-_sq(i.command[:, :2] - i.base_lin_vel[:, :2]) / c["sigma"]),
+                           sigma=0.25),
+    "tracking_ang_vel": _t(lambda i, c: np.exp(-np.square(i.command[:, 2] - i.base_ang_vel[:, 2]) / c["sigma"]),
+                           sigma=0.25),
+    "lin_vel_z": _t(lambda i, c: np.square(i.base_lin_vel[:, 2])),
+    "ang_vel_xy": _t(lambda i, c: _sq(i.base_ang_vel[:, :2])),
+    "orientation": _t(lambda i, c: _sq(i.projected_gravity[:, :2])),
+    # target_m None: the spec's sim_model.base_height (RewardsCfg.for_robot)
+    "base_height": _t(lambda i, c: np.square(i.base_height - c["target_m"]), target_m=None),
+    # steps longer than target_s are rewarded, shorter ones penalized
+    "feet_air_time": _t(lambda i, c: np.sum((i.air_time - c["target_s"]) * i.first_contact, axis=1)
+                        * _moving_command(i), target_s=0.5),
+    "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
-    "torques": lambda i, c: _sq(i.torque),
-    "dof_vel": lambda i, c: _sq(i.dq),
-    "dof_acc": lambda i, c: _sq((i.dq - i.last_dq) / i.dt),
-    "action_rate": lambda i, c: _sq(i.action - i.last_action),
+    "torques": _t(lambda i, c: _sq(i.torque)),
+    "dof_vel": _t(lambda i, c: _sq(i.dq)),
+    "dof_acc": _t(lambda i, c: _sq((i.dq - i.last_dq) / i.dt)),
+    "action_rate": _t(lambda i, c: _sq(i.action - i.last_action)),
     # How far each joint's step overshoots the safety chain's rate limit, in units of that limit. A policy
     # that overshoots is rate-limited on the robot: every clip is a safety intervention the gate counts,
     # and the motion it planned is not the one executed. Trained against, it learns to ramp instead.
-    "target_rate_excess": lambda i, c: np.sum(np.clip(
+    "target_rate_excess": _t(lambda i, c: np.sum(np.clip(
         np.abs(i.action - (i.last_action if i.sent_action is None else i.sent_action)) - i.max_action_step, 0.0,
-        None), axis=1) / i.max_action_step,
-    "dof_pos_limits": lambda i, c: np.sum(
+        None), axis=1) / i.max_action_step),
+    "dof_pos_limits": _t(lambda i, c: np.sum(
         np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
-    ),
-    "termination": lambda i, c: i.terminated.astype(float),
-    # reaching (command = target position in the base frame)
-    "reach_distance": lambda i, c: i.ee_error,
-    "reach_kernel": lambda i, c: np.exp(-np.square(i.ee_error / c.reach_sigma_m)),
-    "reach_success": lambda i, c: (i.ee_error < c.reach_tolerance_m).astype(float),
+    )),
+    "termination": _t(lambda i, c: i.terminated.astype(float)),
+    # reaching (command = target position in the base frame); tolerance_m: tip this close counts as success
+    "reach_distance": _t(lambda i, c: i.ee_error),
+    "reach_kernel": _t(lambda i, c: np.exp(-np.square(i.ee_error / c["sigma_m"])), sigma_m=0.1),
+    "reach_success": _t(lambda i, c: (i.ee_error < c["tolerance_m"]).astype(float), tolerance_m=0.02),
     # pushing an object (command = goal x, y in the base frame; distances in the table plane)
-    "push_distance": lambda i, c: _object_to_goal(i),
-    "push_kernel": lambda i, c: np.exp(-np.square(_object_to_goal(i) / c.push_sigma_m)),
-    "push_success": lambda i, c: (_object_to_goal(i) < c.push_tolerance_m).astype(float),
+    "push_distance": _t(lambda i, c: _object_to_goal(i)),
+    "push_kernel": _t(lambda i, c: np.exp(-np.square(_object_to_goal(i) / c["sigma_m"])), sigma_m=0.05),
+    "push_success": _t(lambda i, c: (_object_to_goal(i) < c["tolerance_m"]).astype(float), tolerance_m=0.03),
     # shaping: the tool towards the object (a push starts with contact); in 3-D, so hovering above it is not free
-    "tool_to_object": lambda i, c: np.linalg.norm(i.tool_pos - i.object_pos, axis=1),
+    "tool_to_object": _t(lambda i, c: np.linalg.norm(i.tool_pos - i.object_pos, axis=1)),
 }
 
 
@@ -135,7 +166,7 @@ def compute_rewards(cfg: RewardsCfg, inputs: RewardInputs) -> tuple[np.ndarray, 
     total = np.zeros(len(inputs.q))
     parts: dict[str, np.ndarray] = {}
     for term in cfg.terms:
-        value = REWARD_TERMS[term.name](inputs, cfg) * (term.weight * inputs.dt)
+        value = REWARD_TERMS[term.name].compute(inputs, term.settings()) * (term.weight * inputs.dt)
         parts[term.name] = value
         total += value
     if cfg.only_positive:

@@ -2,8 +2,10 @@
 
 ``TaskCfg`` gathers everything about a task in one frozen value: the robot (by spec name), the actor's
 and the critic's observations, the commands, the action decoding, rewards, terminations, randomization
-ranges, terrain, episode length and PPO hyper-parameters. The policy contract is built from
-``(spec, actor_obs, commands, action)``; the rest only matters in training.
+ranges, terrain, episode length and PPO hyper-parameters, and its terms (``robot_rl.tasks.terms``: what its
+kind adds — command sampling, task-side reward inputs, episode metrics, an object it observes, its gate), which
+the env, the residual episodes and the gate run without asking which task it is. The policy contract is built
+from ``(spec, actor_obs, commands, action)``; the rest only matters in training.
 
 The actor sees only what the real robot measures. The critic (asymmetric actor-critic) may also see
 quantities only a simulator knows, such as the base linear velocity; it is dropped at export.
@@ -14,22 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from robot_rl.sim.randomization import RandomizationCfg
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout
+from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg
+from robot_rl.tasks.terms import TaskTerms
 from robot_rl.tasks.terrain import TerrainCfg
 
 # Observation terms a real robot of each kind measures. The actor may use no others. ``object_pos`` is
-# measured on hardware by a perception source (camera tracker, mocap) that fills RobotState.object_pos.
+# measured on hardware by a perception source (camera tracker, mocap): the task's observation source.
 MEASURED_TERMS = frozenset(
     {"base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action", "object_pos"}
 )
-
-
-# Objectives the vectorized MuJoCo env simulates, i.e. the tasks `train` runs PPO on.
-PPO_OBJECTIVES = ("velocity_tracking", "reach")
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class PPOCfg:
 class TaskCfg:
     name: str
     robot: str  # spec name (hardware/robots/<robot>.yaml)
-    objective: Literal["velocity_tracking", "reach", "push"]  # push: learned from demos (BC), not PPO
+    terms: TaskTerms  # what the kind of task adds: commands, reward inputs, metrics, its object (tasks.terms)
     actor_obs: ObservationLayout
     critic_obs: ObservationLayout
     commands: CommandSpec
@@ -80,7 +79,6 @@ class TaskCfg:
     ppo: PPOCfg
     terrain: TerrainCfg | None = None  # None: flat ground (or no ground, for an arm)
     command_resample_s: float | None = None  # None: one command per episode
-    standing_fraction: float = 0.0  # share of velocity commands set to zero (learn to stand still too)
     # Train behind the deploy safety chain's target rate limit (spec.safety.max_target_rate_rad_s): the env
     # moves each target at most that far per step from the last one sent, as the chain does on the robot.
     # Without it a policy that jumps pays for one step in training but is clipped for many ticks deployed.
@@ -104,7 +102,11 @@ class TaskCfg:
             )
         if self.episode_length_s <= 0:
             raise ValueError(f"task {self.name!r}: episode_length_s must be positive")
-        if self.objective == "velocity_tracking" and self.commands.names[:3] != ("lin_vel_x", "lin_vel_y", "ang_vel_z"):
-            raise ValueError(f"task {self.name!r}: velocity tracking needs commands lin_vel_x, lin_vel_y, ang_vel_z")
-        if self.objective == "reach" and self.commands.names != ("target_x", "target_y", "target_z"):
-            raise ValueError(f"task {self.name!r}: reach needs commands target_x, target_y, target_z")
+        problem = self.terms.commands.check(self.commands)
+        if problem:
+            raise ValueError(f"task {self.name!r}: {self.terms.name} {problem}")
+
+    @property
+    def objective(self) -> str:
+        """The kind of task (its terms' name): a label for logs and per-kind settings tables, not a switch."""
+        return self.terms.name

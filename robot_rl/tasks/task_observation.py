@@ -42,13 +42,14 @@ class TaskObservation:
         self.builder.reset()
         self.last_action.fill(0.0)
 
-    def __call__(self, state: RobotState, command: np.ndarray) -> np.ndarray:
+    def __call__(self, state: RobotState, command: np.ndarray, object_pos: np.ndarray | None = None) -> np.ndarray:
+        """``object_pos``: the task's object with this state (its observation source; RobotState has none)."""
         inputs = ObsInputs(
             q=state.q[None], dq=state.dq[None], default_q=self.default_q, base_quat=state.base_quat[None],
             base_ang_vel=state.base_ang_vel[None], command=np.asarray(command, dtype=np.float64)[None],
             last_action=self.last_action,
             base_lin_vel=None if state.base_lin_vel is None else state.base_lin_vel[None],
-            object_pos=None if state.object_pos is None else np.asarray(state.object_pos)[None],
+            object_pos=None if object_pos is None else np.asarray(object_pos)[None],
         )
         return self.builder.compute(inputs)[0].copy()
 

@@ -1,6 +1,6 @@
 """A scripted expert for the push task: a teleop device whose "operator" is a feedback rule.
 
-It looks at the scene as a person at the keyboard would — the cube (``RobotState.object_pos``), the goal
+It looks at the scene as a person at the keyboard would — the cube (``source.object_position()``), the goal
 (the task command) and the tool point (forward kinematics of the measured joints) — and answers ``poll()``
 with the same :class:`TeleopCommand` a keyboard or SpaceMouse produces: normalized end-effector rates in
 [-1, 1] plus the recorder's buttons. Demos therefore go through exactly the path teleop demos go through
@@ -44,7 +44,10 @@ Zone = Literal["reposition", "descend", "push", "retreat", "home"]
 
 
 class StateSource(Protocol):
+    """The robot's state and the task's object (the scene's cube: the task's observation source, not the state)."""
+
     def read(self) -> RobotState: ...
+    def object_position(self) -> np.ndarray | None: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class PushExpertConfig:
 
 
 class ScriptedPushExpert:
-    """``poll() -> TeleopCommand`` for panda-push. ``source.read()`` gives the state it looks at."""
+    """``poll() -> TeleopCommand`` for panda-push. ``source.read()`` gives the state it looks at, and
+    ``source.object_position()`` the cube."""
 
     def __init__(self, spec: RobotSpec, source: StateSource, goal_xy: np.ndarray, rng: np.random.Generator,
                  cfg: PushExpertConfig | None = None, ik_cfg: ArmIKConfig | None = None,
@@ -103,7 +107,7 @@ class ScriptedPushExpert:
     def poll(self) -> TeleopCommand:
         state = self.source.read()
         ee, rot = self.kin.tool_pose(state.q)
-        cube = np.asarray(state.object_pos, dtype=np.float64)
+        cube = np.asarray(self.source.object_position(), dtype=np.float64)
         rate = self.rates(ee, cube[:2])
         clean_rate = rate
         if self.zone != "home":

@@ -39,6 +39,7 @@ import numpy as np
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import RobotState
+from robot_rl.core.validate import non_negative, positive
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.teleop.command import TeleopCommand
 from robot_rl.teleop.devices import Device, DeviceError, open_device
@@ -79,7 +80,7 @@ class TeleopSession:
 
     def __init__(self, spec: RobotSpec, device: Device, *, sim: str, fps: int, record: str | Path | None,
                  log: str | Path | None, task: str | None, camera: bool, policy: str | None, seed: int,
-                 out=sys.stdout) -> None:
+                 out=sys.stdout, overwrite: bool = False) -> None:
         self.spec, self.device, self.sim, self.out = spec, device, sim, out
         record, log = (None if p is None else Path(p) for p in (record, log))
         self.rng = np.random.default_rng(seed)
@@ -89,6 +90,7 @@ class TeleopSession:
         self.robot = self.runtime = self.camera = self.recorder = self.log = None
         self.stop_requested = threading.Event()  # set by SIGTERM / SIGHUP: end like a quit
         self.episode = None  # the task scene's layout (panda-push), when the task has one
+        self._cube: np.ndarray | None = None  # the scene's object at the last read (the task's observation source)
         if self.is_arm:
             self._setup_arm(task)
         else:
@@ -97,7 +99,8 @@ class TeleopSession:
             from robot_rl.teleop.recorder import TeleopLogWriter
 
             path = log or record / "raw" / f"teleop-{time.strftime('%Y%m%d-%H%M%S')}.mcap"
-            self.log = TeleopLogWriter(path, metadata={"robot": spec.name, "device": type(device).__name__})
+            self.log = TeleopLogWriter(path, metadata={"robot": spec.name, "device": type(device).__name__},
+                                       overwrite=overwrite)
             self.say(f"raw session log: {path}")
         if record is not None:
             self._setup_recorder(record, fps, camera)
@@ -184,6 +187,7 @@ class TeleopSession:
             self.runtime = DeployRuntime(self.spec)
         self.robot = SimRobot(self.spec, self.sim, scene=scene)
         self.robot.connect()
+        self.runtime.observe_objects(self.robot)  # a policy observing the task's object reads it from the scene
         if command is not None:
             self.runtime.set_command(command)
         self.runtime.arm()
@@ -198,9 +202,9 @@ class TeleopSession:
 
     def _frame(self, state: RobotState, result) -> dict[str, np.ndarray]:
         if self.is_arm:
-            env = np.concatenate([state.object_pos if state.object_pos is not None else np.full(3, np.nan),
+            env = np.concatenate([self._cube if self._cube is not None else np.full(3, np.nan),
                                   self.controller.last_command])
-            frame = {"observation.state": self.observe(state, self.controller.last_command),
+            frame = {"observation.state": self.observe(state, self.controller.last_command, self._cube),
                      "observation.environment_state": np.nan_to_num(env).astype(np.float32),
                      "action": self.controller.last_raw_action.astype(np.float32)}
         else:
@@ -221,10 +225,10 @@ class TeleopSession:
         if self.is_arm:
             tool, _ = self.controller.ik.kin.tool_pose(state.q)
             parts.append("tool " + " ".join(f"{v:+.2f}" for v in tool))
-            if self.episode is not None and state.object_pos is not None:
+            if self.episode is not None and self._cube is not None:
                 from robot_rl.tasks import panda_push
 
-                cube, goal = state.object_pos, self.episode.goal_xy
+                cube, goal = self._cube, self.episode.goal_xy
                 parts.append(f"cube {cube[0]:+.2f} {cube[1]:+.2f} → goal {goal[0]:+.2f} {goal[1]:+.2f} "
                              f"({100 * panda_push.goal_distance(cube, goal):.1f} cm)")
         else:
@@ -270,6 +274,7 @@ class TeleopSession:
             self._handle_buttons(command, now)
             self._apply(command)
             state = self.robot.read()
+            self._cube = self.robot.object_position()  # the task's object as the state was read (its scene)
             result = self.runtime.step(state, now)  # lockstep sim: a late tick is not a fault (module doc)
             sent = self.robot.write(result.command)
             if self.log is not None:
@@ -335,7 +340,7 @@ def _stop_on_signals(session_ref: list):
 
 def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = None, sim: str = "mujoco",
            fps: float | None = None, duration_s: float | None = None, task: str | None = None, camera: bool = False,
-           policy: str | None = None, log: str | None = None, seed: int = 0) -> int:
+           policy: str | None = None, log: str | None = None, overwrite: bool = False, seed: int = 0) -> int:
     """Drive a simulated robot from a keyboard, gamepad or SpaceMouse; optionally record LeRobot demos.
 
     Args:
@@ -348,13 +353,18 @@ def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = 
         task: arm task (default: panda-push for the Panda).
         camera: record a rendered camera view (needs MUJOCO_GL=egl or osmesa without a display).
         policy: walking policy for a legged robot (default: policies/ROBOT_flat/policy.onnx if present).
-        log: MCAP file for the raw session (default with --record: DIR/raw/teleop-TIME.mcap).
+        log: MCAP file for the raw session (default with --record: DIR/raw/teleop-TIME.mcap). An existing
+            file is refused, unless --overwrite.
+        overwrite: replace an existing --log file (the dataset is never replaced: --record appends).
         seed: seed for the task's scene layouts.
     """
     if sim not in SIMULATORS:
         raise TeleopError(f"--sim {sim!r}: choose one of {', '.join(SIMULATORS)}")
-    if duration_s is not None and not duration_s > 0:
-        raise TeleopError(f"--duration-s must be positive, got {duration_s}")
+    positive(duration_s=duration_s, fps=fps)
+    non_negative(seed=seed)
+    if log is not None and not overwrite and Path(log).exists():
+        raise TeleopError(f"--log {log}: a file is already there; choose another path, or pass --overwrite to "
+                          "replace it")
     if camera and record is not None:
         from robot_rl.teleop.camera import prefer_headless_gl
 
@@ -373,7 +383,7 @@ def teleop(robot: str = "panda", device: str = "keyboard", record: str | None = 
         print(f"teleop {spec.name} ({sim}) with {device}. {HELP}", flush=True)
         with _stop_on_signals(session_ref):
             session_ref.append(TeleopSession(spec, dev, sim=sim, fps=fps_int, record=record, log=log, task=task,
-                                             camera=camera, policy=policy, seed=seed))
+                                             camera=camera, policy=policy, seed=seed, overwrite=overwrite))
             return session_ref[0].run(duration_s)
     except DeviceError as exc:
         print(f"\nerror: {exc}", file=sys.stderr)

@@ -277,3 +277,62 @@ def test_video_features_without_pyav_are_refused_clearly(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "video_available", lambda: False)
     with pytest.raises(DatasetError, match="need PyAV"):
         LeRobotDatasetWriter(tmp_path / "ds", fps=10, features={"cam": Feature("video", (8, 8, 3))})
+
+
+# --- a file that is not what its name says: one line naming it ------------------------------------------------
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:40])
+
+
+def _garbage(path):
+    path.write_bytes(b"\x00\xffnot parquet at all\x89PNG" * 4)
+
+
+BROKEN_FILES = {
+    "tasks truncated": ("meta/tasks.parquet", _truncate),
+    "tasks garbage": ("meta/tasks.parquet", _garbage),
+    "episodes truncated": ("meta/episodes/chunk-000/file-000.parquet", _truncate),
+    "data truncated": ("data/chunk-000/file-000.parquet", _truncate),
+    "stats not UTF-8": ("meta/stats.json", _garbage),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_FILES)
+def test_a_broken_file_is_named_by_the_validator(recorded, tmp_path, case, capsys):
+    root, _ = recorded
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    rel, breaks = BROKEN_FILES[case]
+    breaks(copy / rel)
+    assert validate_main([str(copy)]) == 1  # a problem of the dataset, listed: no traceback
+    out = capsys.readouterr().out
+    assert any(rel in line and ("Parquet" in line or "JSON" in line) for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize("case", [c for c in BROKEN_FILES if "stats" not in c])
+def test_a_broken_file_is_named_by_the_reader(recorded, tmp_path, case):
+    root, _ = recorded
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    rel, breaks = BROKEN_FILES[case]
+    breaks(copy / rel)
+    with pytest.raises(DatasetError, match=rf"{copy / rel}: not a readable Parquet file") as info:
+        dataset = LeRobotDataset(copy)
+        dataset.episode(0)
+    assert "\n" not in str(info.value)
+
+
+def test_appending_to_a_dataset_with_a_broken_tasks_file_names_it(recorded):
+    root, _ = recorded
+    _garbage(root / "meta/tasks.parquet")
+    with pytest.raises(DatasetError, match=r"meta/tasks\.parquet: not a readable Parquet file"):
+        LeRobotDatasetWriter(root, fps=50, features=FEATURES, robot_type="panda")
+
+
+def test_a_binary_info_json_is_named(recorded):
+    root, _ = recorded
+    _garbage(root / "meta/info.json")
+    with pytest.raises(DatasetError, match=r"meta/info\.json: not valid JSON"):
+        LeRobotDataset(root)
+    assert any("meta/info.json: not valid JSON" in p for p in validate_dataset(root))

@@ -2,9 +2,15 @@
 the summary counts them; a full queue drops and counts instead of blocking; an unfinished log still reads."""
 
 import json
+import os
 import shutil
+import signal
+import struct
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +25,7 @@ from robot_rl.data.mcap_log import (
     TIMING,
     TOPICS,
     DeployLogWriter,
+    LogExistsError,
     log_summarize,
     read_log,
     summarize_log,
@@ -26,6 +33,7 @@ from robot_rl.data.mcap_log import (
 from robot_rl.safety.filters import SafetyEvent
 
 N = 3000
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _state(k: int) -> RobotState:
@@ -117,7 +125,7 @@ def test_full_queue_drops_and_counts_instead_of_blocking(tmp_path) -> None:
 
 def test_a_log_whose_writer_died_still_reads(tmp_path) -> None:
     path, copy = tmp_path / "run.mcap", tmp_path / "crashed.mcap"
-    log = DeployLogWriter(path)
+    log = DeployLogWriter(path, flush_s=3600.0)  # no timed flush: the last chunk stays unfinished, as before
     for k in range(20000):
         log.log_state(_state(k))
         if k % 2000 == 0:
@@ -133,6 +141,7 @@ def test_a_log_whose_writer_died_still_reads(tmp_path) -> None:
     assert [r.data["tick"] for r in records] == list(range(len(records)))
     summary = summarize_log(copy)
     assert not summary["closed_cleanly"] and summary["dropped_records"] is None
+    assert summary["truncated"] and summary["records"] == len(records)
 
 
 def test_not_an_mcap_file_is_named(tmp_path) -> None:
@@ -153,3 +162,127 @@ def test_the_log_command_names_a_missing_or_broken_file_in_one_line(tmp_path, ca
     assert main(["log", "summarize", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}:") and "Traceback" not in err
+
+
+# --- crash safety: a killed writer loses at most about a second --------------------------------------------------
+
+CHILD = r"""
+import mmap, struct, sys, time
+import numpy as np
+from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.data.mcap_log import DeployLogWriter
+
+path, counter, rate = sys.argv[1], sys.argv[2], float(sys.argv[3])
+counter_file = open(counter, "r+b")
+shared = mmap.mmap(counter_file.fileno(), 16)
+log = DeployLogWriter(path)
+command = JointCommand.hold(np.full(12, 0.2), np.full(12, 20.0), np.full(12, 0.5))
+start, k = time.monotonic(), 0
+print("ready", flush=True)
+while True:  # a deploy loop's records at `rate` ticks per second, until SIGKILL
+    delay = start + k / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    log.log_state(RobotState(timestamp=time.monotonic(), tick=k, q=np.full(12, 0.1), dq=np.zeros(12),
+                             tau=np.zeros(12)))
+    log.log_command(command, sent=False)
+    log.log_command(command, sent=True)
+    log.log_timing(k, 0.0, 1e-4)
+    k += 1
+    struct.pack_into("<qq", shared, 0, log.enqueued, time.time_ns())
+"""
+
+
+def test_a_sigkilled_writer_loses_at_most_a_second(tmp_path, capsys) -> None:
+    """A real process logging at 500 Hz, SIGKILLed after 3 s: the file reads back up to ~1 s before the kill."""
+    path, counter = tmp_path / "killed.mcap", tmp_path / "counter"
+    counter.write_bytes(bytes(16))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(counter), "500"], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(3.0)
+        enqueued, last_enqueue_ns = struct.unpack("<qq", counter.read_bytes())
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert enqueued > 4 * 500 * 2  # it did run at about the deploy rate
+    summary = summarize_log(path)
+    assert summary["truncated"] and not summary["closed_cleanly"]
+    assert summary["records"] >= enqueued - 4 * 500 * 1.0, (summary["records"], enqueued)
+    last = max(r.log_time_ns for r in read_log(path))
+    assert last >= last_enqueue_ns - 1e9, (last_enqueue_ns - last) * 1e-9
+    ticks = [r.data["tick"] for r in read_log(path, topics=(STATE,))]
+    assert ticks == list(range(len(ticks)))  # what was recovered is complete: no hole
+
+    assert log_summarize(str(path)) == 1  # truncated: the summary of what was recovered, and exit 1
+    captured = capsys.readouterr()
+    assert "truncated" in captured.err and f"recovered {summary['records']} records" in captured.err
+    assert str(path) in captured.out
+
+
+def test_a_log_cut_mid_file_recovers_every_complete_chunk(tmp_path, capsys) -> None:
+    path = tmp_path / "run.mcap"
+    log = DeployLogWriter(path, flush_s=0.05, fsync=False)
+    for k in range(2000):
+        log.log_state(_state(k))
+        if k % 200 == 199:
+            time.sleep(0.1)  # ≥ one flush per 200 states: about ten chunks
+    log.close()
+    data = path.read_bytes()
+    for cut in (len(data) // 3, 2 * len(data) // 3, len(data) - 10):
+        part = tmp_path / f"cut{cut}.mcap"
+        part.write_bytes(data[:cut])
+        summary = summarize_log(part)
+        assert summary["truncated"] and summary["problem"]
+        ticks = [r.data["tick"] for r in read_log(part)]
+        assert ticks == list(range(len(ticks)))
+        assert len(ticks) >= (2000 * cut / len(data)) - 400  # all but the chunk the cut fell in
+        assert log_summarize(str(part)) == 1
+        assert "truncated" in capsys.readouterr().err
+    assert summarize_log(path)["truncated"] is False and summarize_log(path)["records"] == 2000
+
+
+@pytest.mark.parametrize("content", [b"\x89MCAP0\r\n" + b"\x01" * 22, "prefix", "png"])
+def test_a_30_byte_file_is_one_line_naming_it(tmp_path, capsys, content) -> None:
+    from robot_rl.cli import main
+
+    if content == "prefix":  # the first 30 bytes of a real log: cut inside its header
+        with DeployLogWriter(tmp_path / "real.mcap"):
+            pass
+        content = (tmp_path / "real.mcap").read_bytes()[:30]
+    elif content == "png":
+        content = b"\x89PNG\r\n\x1a\n" + bytes(22)
+    path = tmp_path / "tiny.mcap"
+    path.write_bytes(content)
+    assert len(content) == 30
+    assert main(["log", "summarize", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: not a readable MCAP deploy log") and len(err.splitlines()) == 1, err
+
+
+def test_an_existing_log_is_never_replaced_unless_asked(tmp_path) -> None:
+    path = tmp_path / "run.mcap"
+    path.write_bytes(b"yesterday's run")
+    with pytest.raises(LogExistsError, match=rf"{path}: a file is already there"):
+        DeployLogWriter(path)
+    assert path.read_bytes() == b"yesterday's run"
+    with DeployLogWriter(path, overwrite=True) as log:
+        log.log_state(_state(0))
+    assert [r.data["tick"] for r in read_log(path)] == [0]
+
+
+def test_a_log_cut_before_its_first_chunk_is_not_an_empty_clean_run(tmp_path, capsys) -> None:
+    """The old symptom: a cut log summarized as an empty 0-second run with exit 0."""
+    path = tmp_path / "run.mcap"
+    with DeployLogWriter(path) as log:
+        for k in range(100):
+            log.log_state(_state(k))
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(path.read_bytes()[:100])  # the header, then the first chunk cut off
+    assert log_summarize(str(cut)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {cut}: truncated: the file ends mid-record after byte ")
+    assert "recovered 0 records" in err

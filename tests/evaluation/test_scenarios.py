@@ -17,7 +17,7 @@ A1 = load_robot("a1")
 
 def test_velocity_scenario_for_the_a1():
     task = make_task("a1-flat")
-    sc = scenario_for(task.objective, task.commands, A1)
+    sc = scenario_for(task.terms.gate, task.commands, A1)
     assert sc.lead_in_s == A1.safety.ramp_duration_s
     assert [s.label for s in sc.segments] == ["stand", "forward", "turn", "lateral", "backwards", "stop"]
     assert sc.total_s == pytest.approx(20.0)
@@ -32,7 +32,7 @@ def test_velocity_scenario_for_the_a1():
 
 def test_commands_line_up_with_run_loop_clock():
     task = make_task("a1-flat")
-    sc = scenario_for(task.objective, task.commands, A1)
+    sc = scenario_for(task.terms.gate, task.commands, A1)
     steps = sc.command_steps()
     zero = np.zeros(3)
     assert np.all(_command_at(steps, 0.0, zero) == 0.0)  # stand through the ramp
@@ -53,8 +53,8 @@ def test_commands_are_clamped_into_narrow_trained_ranges_and_time_scales():
 def test_reach_scenario_for_the_panda_has_targets_in_the_box_and_no_pushes():
     task = make_task("panda-reach")
     panda = load_robot("panda")
-    sc = scenario_for(task.objective, task.commands, panda)
-    assert sc.objective == "reach" and sc.pushes == () and len(sc.segments) == 4
+    sc = scenario_for(task.terms.gate, task.commands, panda)
+    assert sc.gate == "reach" and sc.pushes == () and len(sc.segments) == 4
     targets = np.array([s.command for s in sc.segments])
     assert np.all(targets >= task.commands.low) and np.all(targets <= task.commands.high)
     assert len({tuple(t) for t in targets}) == 4

@@ -45,6 +45,7 @@ def test_tiny_bc_exports_a_policy_that_loads_with_its_contract_and_runs_in_the_r
     runtime.arm()
     running = 0
     with SimRobot(PANDA, "mujoco", scene=panda_push.push_scene(episode.cube_xy)) as robot:
+        runtime.observe_objects(robot)  # the cube: the task's observation source is the scene
         while running < 50:
             result = runtime.step(robot.read(), robot.sim_time())
             robot.write(result.command)

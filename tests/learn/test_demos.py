@@ -73,9 +73,9 @@ def test_collect_demos_command_line(tmp_path):
 
     out = tmp_path / "cli"
     assert main(["collect-demos", "--episodes", "1", "--out-dir", str(out), "--layouts", "stratified",
-                 "--noise.twist-std", "0.05", "--no-progress"]) == 0
+                 "--no-progress"]) == 0
     assert LeRobotDataset(out).num_episodes == 1
-    assert "twist std 0.05" in (out / "README.md").read_text()
+    assert "No noise injection" in (out / "README.md").read_text()
 
 
 def test_the_expert_runs_on_a_shifted_robot_too():

@@ -56,7 +56,8 @@ def test_a_privileged_actor_term_is_refused():
 def test_panda_reach_commands_are_a_target():
     task = make_task("panda-reach")
     assert task.commands.names == ("target_x", "target_y", "target_z")
-    assert task.rewards.reach_tolerance_m == pytest.approx(0.02)
+    success = next(t for t in task.rewards.terms if t.name == "reach_success")
+    assert success.param("tolerance_m") == task.terms.tool_target_m == pytest.approx(0.02)
     with pytest.raises(ValueError, match="target_x"):
         dataclasses.replace(task, commands=make_task("a1-flat").commands)
 

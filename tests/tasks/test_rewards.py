@@ -20,8 +20,8 @@ def _inputs(n: int = 3, j: int = 2, **over) -> RewardInputs:
     return RewardInputs(**base)
 
 
-def _term(name: str, inputs: RewardInputs, **cfg) -> np.ndarray:
-    return REWARD_TERMS[name](inputs, RewardsCfg(terms=(), **cfg))
+def _term(name: str, inputs: RewardInputs, **params) -> np.ndarray:
+    return REWARD_TERMS[name].compute(inputs, RewardTerm(name, 1.0, tuple(params.items())).settings())
 
 
 def test_velocity_tracking_is_one_when_tracking_and_decays_with_error():
@@ -70,6 +70,14 @@ def test_weights_are_per_second_and_only_positive_clips_the_sum():
 def test_unknown_reward_term_is_refused():
     with pytest.raises(ValueError, match="unknown reward term 'speed'"):
         RewardsCfg(terms=(RewardTerm("speed", 1.0),))
+    with pytest.raises(ValueError, match="has no setting"):
+        RewardTerm("reach_kernel", 1.0, (("sigma", 0.1),))  # its setting is sigma_m
+
+
+def test_a_base_height_term_without_a_target_holds_the_robots_height():
+    cfg = RewardsCfg(terms=(RewardTerm("base_height", -1.0), RewardTerm("base_height", -1.0, (("target_m", 0.3),))))
+    filled = cfg.for_robot(0.25)
+    assert [t.param("target_m") for t in filled.terms] == [0.25, 0.3]
 
 
 def test_target_rate_excess_is_zero_within_the_safety_rate_limit_and_grows_past_it():
@@ -106,10 +114,10 @@ def test_push_terms_measure_the_object_to_goal_in_the_table_plane():
     obj = np.array([[0.6, 0.1, 0.025], [0.62, 0.1, 0.5], [0.6, 0.2, 0.025]])  # at the goal; 2 cm (z ignored); 10 cm
     i = _inputs(command=goal, object_pos=obj)
     assert _term("push_distance", i) == pytest.approx([0.0, 0.02, 0.1])
-    kernel = _term("push_kernel", i, push_sigma_m=0.05)
+    kernel = _term("push_kernel", i, sigma_m=0.05)
     assert kernel == pytest.approx([1.0, np.exp(-(0.4**2)), np.exp(-4.0)])
-    assert list(_term("push_success", i, push_tolerance_m=0.03)) == [1.0, 1.0, 0.0]
-    assert list(_term("push_success", i, push_tolerance_m=0.015)) == [1.0, 0.0, 0.0]
+    assert list(_term("push_success", i, tolerance_m=0.03)) == [1.0, 1.0, 0.0]
+    assert list(_term("push_success", i, tolerance_m=0.015)) == [1.0, 0.0, 0.0]
 
 
 def test_tool_to_object_is_the_3d_distance():
@@ -123,7 +131,7 @@ def test_panda_push_rewards_use_the_tasks_success_radius():
     from robot_rl.tasks.registry import make_task
 
     cfg = make_task("panda-push").rewards
-    assert cfg.push_tolerance_m == panda_push.SUCCESS_RADIUS_M
+    assert next(t for t in cfg.terms if t.name == "push_success").param("tolerance_m") == panda_push.SUCCESS_RADIUS_M
     weights = {t.name: t.weight for t in cfg.terms}
     assert weights["push_distance"] < 0 < weights["push_success"] and weights["push_kernel"] > 0
     # closer to the goal is always better: the summed reward rises as the cube approaches it

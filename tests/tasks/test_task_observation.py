@@ -27,12 +27,18 @@ def test_recorded_observation_is_what_the_policy_controller_feeds_its_policy():
     probe.contract = contract_for_task(TASK, PANDA)
     controller = PolicyController.for_task(TASK, PANDA, probe)
     rng = np.random.default_rng(0)
-    state = RobotState(0.0, 1, PANDA.default_positions + rng.normal(0, 0.1, 7), rng.normal(0, 0.5, 7), np.zeros(7),
-                       object_pos=np.array([0.45, -0.02, 0.025]))
+    state = RobotState(0.0, 1, PANDA.default_positions + rng.normal(0, 0.1, 7), rng.normal(0, 0.5, 7), np.zeros(7))
+    cube = np.array([0.45, -0.02, 0.025])  # from the task's observation source, not the robot state
+
+    class Scene:
+        def object_position(self):
+            return cube
+
     command = np.array([0.55, 0.05])
     controller.set_command(command)
+    controller.object_sensor = Scene()
     controller.step(state)
-    recorded = TaskObservation(TASK, PANDA)(state, command)
+    recorded = TaskObservation(TASK, PANDA)(state, command, cube)
     np.testing.assert_array_equal(recorded, probe.seen[0])
 
 

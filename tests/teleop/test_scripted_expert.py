@@ -24,20 +24,23 @@ def test_expert_pushes_the_cube_to_the_goal_on_a_seeded_episode():
 
 
 class _Frozen:
-    """Stands in for a robot interface: always returns one recorded state."""
+    """Stands in for a robot interface and its scene: always returns one recorded (state, cube)."""
 
     def __init__(self, state):
         self.state = state
 
     def read(self):
-        return self.state
+        return self.state[0]
+
+    def object_position(self):
+        return self.state[1]
 
 
 def _state(q, cube):
     from robot_rl.core.types import RobotState
 
     n = len(q)
-    return RobotState(0.0, 0, np.asarray(q, float), np.zeros(n), np.zeros(n), object_pos=np.asarray(cube, float))
+    return RobotState(0.0, 0, np.asarray(q, float), np.zeros(n), np.zeros(n)), np.asarray(cube, float)
 
 
 def test_expert_commands_are_normalized_and_press_start_first():

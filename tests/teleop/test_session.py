@@ -5,6 +5,7 @@ import io
 import numpy as np
 import pytest
 
+from robot_rl.core.validate import ArgumentError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_validate import validate_dataset
 from robot_rl.data.mcap_log import summarize_log
@@ -97,7 +98,7 @@ def test_bad_arguments_are_named(tmp_path):
         teleop(robot="panda", fps=30)
     with pytest.raises(TeleopError, match="--sim 'gazebo'"):
         teleop(sim="gazebo")
-    with pytest.raises(TeleopError, match="--duration-s must be positive"):
+    with pytest.raises(ArgumentError, match="--duration-s must be a finite number > 0, got 0"):
         teleop(duration_s=0)
     spec = load_robot("panda")
     with pytest.raises(TeleopError, match="--task a1-flat is for robot 'a1'"):
@@ -137,3 +138,15 @@ def test_sigterm_ends_a_terminal_session_keeping_the_open_episode(tmp_path):
     assert "episode 0 saved" in text, text
     assert validate_dataset(tmp_path / "ds") == []
     assert summarize_log(next((tmp_path / "ds" / "raw").glob("*.mcap")))["closed_cleanly"]
+
+
+def test_an_existing_log_is_refused_before_the_session_starts(tmp_path, capsys):
+    from robot_rl.cli import main
+
+    log = tmp_path / "session.mcap"
+    log.write_bytes(b"an earlier session")
+    assert main(["teleop", "--robot", "panda", "--log", str(log), "--duration-s", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"error: --log {log}: a file is already there; choose another path, or pass --overwrite "
+                            "to replace it\n")
+    assert log.read_bytes() == b"an earlier session" and "teleop panda" not in captured.out

@@ -18,10 +18,6 @@ when newer, one ≈ 100–300 kB copy; a torn copy is dropped and retried at the
 also checks the learner's heartbeat: a learner silent for ``learner_timeout_s`` (crashed, killed, stalled)
 switches the residual off (the base alone drives) until a fresh heartbeat and new weights arrive.
 
-History (``ResidualCfg.history`` = H > 1): the residual's state is the last H frames (obs ‖ base action), newest
-first, shifted in place every tick; a restart (:meth:`reset`, called by the controller when it takes over)
-fills all H with the first frame, as the observation builder does with its own history.
-
 Interventions (HIL-SERL): when a person overrides, :attr:`override` holds their raw action; ``act`` returns it
 instead of the sum, and the transition records the residual that would have produced it,
 clip((a_human − a_b)/α, −1, 1) — the part of the correction the residual can express.
@@ -56,7 +52,6 @@ class ResidualPolicy:
         self.cfg = cfg
         self.alpha = residual_bound(self.contract, cfg.fraction)
         j, o = self.contract.num_actions, self.contract.obs_dim
-        self.frame_dim = o + j  # one frame: observation ‖ base action
         self.state_dim, self.action_dim = cfg.state_dim(o, j), j
         self.actor = NumpyActor(self.state_dim, j, cfg.hidden)
         self.board, self.status = board, status
@@ -69,11 +64,9 @@ class ResidualPolicy:
         self.override: np.ndarray | None = None  # a person's raw action this tick (set by the loop)
 
         # What the last act() did, for the transition the loop builds (all owned, overwritten per tick).
-        # The residual's input: ``history`` frames, newest first (this tick's obs ‖ base action, then the last).
+        # The residual's input: this tick's observation ‖ base action.
         self.state = np.zeros(self.state_dim, np.float32)
         self.base_action = self.state[o : o + j]
-        self._older = np.zeros(self.state_dim - self.frame_dim, np.float32)  # shift buffer: no allocation per tick
-        self._fresh = True  # the next frame fills the whole history (a restart has no past to show)
         self.unit_residual = np.zeros(j, np.float32)  # in [−1, 1]: the learner's action
         self.action = np.zeros(j, np.float32)  # what act() returned
         self.residual_active = False
@@ -128,26 +121,10 @@ class ResidualPolicy:
         self.stats["sync_max_s"] = max(self.stats["sync_max_s"], dt)
 
     # -- Policy ------------------------------------------------------------------------------------------
-    def reset(self) -> None:
-        """The controller (re)starts driving: forget the history (the next frame fills it, as the observation
-        builder does with its own)."""
-        self._fresh = True
-
-    def _push_frame(self, obs: np.ndarray, base: np.ndarray) -> None:
-        f, o = self.frame_dim, self.contract.obs_dim
-        if self.cfg.history > 1 and not self._fresh:
-            np.copyto(self._older, self.state[:-f])
-            np.copyto(self.state[f:], self._older)
-        self.state[:o] = obs[0]
-        self.base_action[:] = base
-        if self._fresh:
-            for k in range(1, self.cfg.history):
-                self.state[k * f : (k + 1) * f] = self.state[:f]
-            self._fresh = False
-
     def act(self, obs: np.ndarray) -> np.ndarray:
         base = self.base.act(obs)
-        self._push_frame(obs, base)
+        self.state[: self.contract.obs_dim] = obs[0]
+        self.base_action[:] = base
         if self.ticks % self.cfg.sync_every == 0:
             self._poll()
         self.ticks += 1
@@ -180,20 +157,8 @@ class ResidualPolicy:
             self.action += self.base_action
         return self.action
 
-    def record_sent(self, sent: np.ndarray) -> None:
-        """The safety chain sent ``sent`` (raw action units) instead of :attr:`action`: :attr:`unit_residual` (what
-        the transition records) becomes the residual that would have produced it, clipped to the bound."""
-        np.clip((np.asarray(sent, dtype=np.float32) - self.base_action) / self.alpha, -1.0, 1.0,
-                out=self.unit_residual)
-        self.unit_residual[~np.isfinite(self.unit_residual)] = 0.0
-
     def act_batch(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic base + residual for (N, obs_dim) observations (evaluation; no sync, no override).
-        Independent observations: only for a residual without history (one with history needs ``act``'s
-        sequence)."""
-        if self.cfg.history > 1:
-            raise ValueError(f"act_batch scores independent observations; this residual sees {self.cfg.history} "
-                             "frames of history, so it runs only through act(), tick by tick")
+        """Deterministic base + residual for (N, obs_dim) observations (evaluation; no sync, no override)."""
         base = np.asarray(self.base.act_batch(obs), dtype=np.float32)
         out = np.empty_like(base)
         for i in range(len(obs)):

@@ -18,6 +18,7 @@ and how well each candidate predicted the log), ``sim_residual/checkpoint.pt`` (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -28,17 +29,10 @@ from typing import Literal
 import numpy as np
 
 from robot_rl.learn.residual.calibration import CalibrationCfg, CalibrationRecorder, calibrate
-from robot_rl.learn.residual.config import LearnerCfg, ResidualCfg
+from robot_rl.learn.residual.config import LearnerCfg, ResidualCfg, deferred
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg, train_sim_residual
 from robot_rl.robots.spec import RobotSpec
 
-# What a run started from a calibrated sim defaults to, measured on the A1 sim-as-real benchmark
-# (benchmarks/RESULTS_residual.md). The bound: 0.2 of the action clip, where the sim residual recovered ≈ 0.05
-# more of the gap than at 0.1 for the same sim budget (from scratch on the robot, SAC did worse with wider bounds).
-# The robot-side learner keeps the good start: its fresh critics fit the robot's first transitions before the actor
-# moves, the actor is anchored to the start, and it learns at 3e-4; with SAC's own settings (1e-3, no anchor)
-# its first actor steps undid the start (the A1's return fell from 24.5 to 14 within 5,000 transitions).
-CALIBRATED_DEFAULTS = {"fraction": 0.2, "lr": 3e-4, "actor_warmup": 2000, "anchor_penalty": 1.0}
 # The sim residual where a task's measurements differ from SimResidualCfg's (PPO from the base alone), by objective.
 # Push (panda-push, BC base): the calibrated actuators' inverse fitted by regression, and no PPO after it. PPO from
 # the base alone had not moved the return in 300 iterations; from the fitted start, even after 30 critic-only
@@ -59,7 +53,7 @@ def sim_residual_cfg(task, seed: int = 0, **given) -> SimResidualCfg:
 class CalibratedStartCfg:
     log_ticks: int = 3000  # policy ticks of the base alone logged on the robot (≈ 60 s at 50 Hz); counted
     calibration: CalibrationCfg = field(default_factory=CalibrationCfg)
-    sim: SimResidualCfg = field(default_factory=SimResidualCfg)
+    sim: SimResidualCfg | None = None  # None: the task's measured one (sim_residual_cfg), seeded with the run's seed
     # "calibrated": the safety chain's torque limit is told the fitted motor gains (shifted_sim.
     # with_measured_actuators) for the sim residual and the robot run after it; "spec": it keeps the robot file's.
     # Opt-in: it changes a safety limit's model of the robot, which a person should decide (and then write into
@@ -67,6 +61,8 @@ class CalibratedStartCfg:
     chain: Literal["spec", "calibrated"] = "spec"
 
     def __post_init__(self) -> None:
+        if deferred():
+            return
         if self.log_ticks < 200:
             raise ValueError(f"calibration log_ticks must be ≥ 200 (4 s at 50 Hz), got {self.log_ticks}")
         if self.chain not in ("spec", "calibrated"):
@@ -110,12 +106,10 @@ def record_log(loop, task, ticks: int, rng: np.random.Generator, recorder: Calib
 def write_init_checkpoint(flat: np.ndarray, learner: LearnerCfg, path: Path) -> Path:
     """A learner checkpoint whose actor is ``flat`` (critics and temperature fresh), for ``init_from``."""
     from robot_rl.learn.residual.learner import save_checkpoint
-    from robot_rl.learn.residual.td3 import build_learner
+    from robot_rl.learn.residual.sac import SAC
 
-    sac = build_learner(learner.sac, learner.state_dim, learner.action_dim, learner.residual.hidden, seed=learner.seed)
+    sac = SAC(learner.sac, learner.state_dim, learner.action_dim, learner.residual.hidden, seed=learner.seed)
     sac.actor.load_flat(flat)
-    if learner.sac.algorithm == "td3":  # TD3 keeps its exploration σ in the (frozen) log σ head
-        sac.load_weights(sac.state_dict())
     path.mkdir(parents=True, exist_ok=True)
     save_checkpoint(path / "checkpoint.pt", learner, sac, received=0)
     return path
@@ -134,6 +128,7 @@ def calibrated_start(policy: str | Path, task, spec, base, episode, learner: Lea
     from robot_rl.learn.residual.rewards import StateReward
 
     started = time.monotonic()
+    cfg = cfg if cfg.sim is not None else dataclasses.replace(cfg, sim=sim_residual_cfg(task, seed))
     out = run_dir / "calibrated"
     out.mkdir(parents=True, exist_ok=True)
     residual: ResidualCfg = learner.residual

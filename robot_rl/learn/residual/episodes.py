@@ -36,7 +36,7 @@ import numpy as np
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
-from robot_rl.core.types import JointCommand, RobotInterface, RobotState
+from robot_rl.core.types import JointCommand, ObjectSensor, RobotInterface, RobotState
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
@@ -58,13 +58,8 @@ class EpisodeCfg:
     # Legged: after the episode, the policy stands still (zero command) this long before the stop, so the robot
     # is at rest when it is damped and ramped up again (not recorded, not learned from).
     stand_s: float = 1.0
-    # A command schedule (run_episode given several commands): each is held this long, then the next one takes
-    # over mid-episode, as an operator's joystick (and the task's training, ``command_resample_s``) would.
-    command_every_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.command_every_s is not None and self.command_every_s <= 0:
-            raise ValueError(f"command_every_s must be positive, got {self.command_every_s}")
         if self.train_length_s is not None and self.train_length_s <= 0:
             raise ValueError(f"train_length_s must be positive, got {self.train_length_s}")
 
@@ -121,10 +116,13 @@ class EpisodeLoop:
             raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime for hardware")
         if realtime and pace is not None:
             raise ValueError("a real-time loop never waits for the learner: pace is for lockstep simulation only")
-        if reward.task.objective == "push" and not hasattr(robot, "reset_scene"):
+        if reward.task.terms.source is not None and not hasattr(robot, "reset_scene"):
             raise ValueError(f"task {reward.task.name!r} needs its scene reset every episode: a simulated robot "
                              "with reset_scene() (on hardware, a person and a perception source; not supported)")
         self.runtime, self.robot, self.policy, self.reward, self.cfg = runtime, robot, policy, reward, cfg
+        # The task's observation source (a simulated scene's object), read with every state: not in RobotState.
+        self.objects = robot if isinstance(robot, ObjectSensor) else None
+        runtime.observe_objects(robot)
         self.write, self.intervention, self.pace, self.recorder = write, intervention, pace, recorder
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
         self.period = runtime.spec.timing.policy_period_s
@@ -147,6 +145,7 @@ class EpisodeLoop:
         else:
             now = self.robot.sim_time()
         state = self.robot.read()
+        self.reward.observe_object(None if self.objects is None else self.objects.object_position())
         self.human = NO_INPUT
         if human_poll and self.intervention is not None:
             self.human = self.intervention.poll(state, self.runtime.controller.last_command)
@@ -156,14 +155,6 @@ class EpisodeLoop:
         if self.recorder is not None:  # the command as the host sent it, not as the robot reports applying it
             self.recorder(state, result.command)
         return state, result, missed
-
-    def _record_sent(self, result: StepResult) -> None:
-        """Where the safety chain changed this tick's targets, the transition records what it sent
-        (``ResidualCfg.learn_sent``)."""
-        if result.mode is ControllerMode.RUNNING and not np.array_equal(result.command.q_target,
-                                                                       result.proposed.q_target):
-            action = self.runtime.controller.action
-            self.policy.record_sent(action.encode(result.command.q_target, self.runtime.spec.default_positions))
 
     def _reset(self, command: np.ndarray) -> None:
         rt = self.runtime
@@ -203,16 +194,12 @@ class EpisodeLoop:
     def run_episode(self, command: np.ndarray, *, explore: bool, learn: bool, scene: SimScene | None = None
                     ) -> EpisodeResult:
         """Reset, then run the policy until the episode ends. ``learn``: write transitions to the learner.
-        ``command``: one command, or a schedule of shape (k, command_dim), each held ``cfg.command_every_s``.
+        ``command``: the episode's command.
         ``scene``: the episode's layout (push tasks; required there), set on the robot after the ramp."""
         cfg, policy = self.cfg, self.policy
-        schedule = np.atleast_2d(np.asarray(command, dtype=np.float64))
-        if len(schedule) > 1 and cfg.command_every_s is None:
-            raise ValueError(f"a schedule of {len(schedule)} commands needs EpisodeCfg.command_every_s")
+        command = np.asarray(command, dtype=np.float64).reshape(-1)
         length_s = cfg.length_for(learn)
-        every = max(1, round((cfg.command_every_s or length_s) / self.period))
-        command = schedule[0]
-        pushing = self.reward.task.objective == "push"
+        pushing = self.reward.task.terms.source is not None
         if pushing and scene is None:
             raise ValueError(f"task {self.reward.task.name!r}: every episode needs its scene (the object's start)")
         self._reset(command)
@@ -227,14 +214,12 @@ class EpisodeLoop:
         res = EpisodeResult(ended_by="time_limit")
         have_prev = False
         self._prev_action[:] = 0.0
-        arm = self.reward.kinematics is not None and self.reward.task.objective == "reach"
-        walking = self.reward.task.objective == "velocity_tracking"
+        arm = self.reward.kinematics is not None and self.reward.task.terms.tool_target_m is not None
+        walking = self.reward.task.terms.track_velocity
         while True:
             policy_ticks = policy.ticks
             state, result, missed = self._tick(human_poll=True)
             acted = policy.ticks != policy_ticks
-            if acted and policy.cfg.learn_sent:
-                self._record_sent(result)
             res.missed_deadlines += missed
             res.safety_events += len(result.events)
             faulted = result.mode is ControllerMode.DAMPING
@@ -281,11 +266,6 @@ class EpisodeLoop:
             if ended_by is not None:
                 res.ended_by = ended_by
                 break
-            if res.ticks % every == 0 and res.ticks // every < len(schedule):
-                # The next tick's observation carries the new command. The one transition that straddles the
-                # change is rewarded under the new command, as in the training env (resampled after a step).
-                command = schedule[res.ticks // every]
-                self.runtime.set_command(command)
             have_prev = True
             np.copyto(self._prev_state, policy.state)
             np.copyto(self._prev_unit, policy.unit_residual)
@@ -302,6 +282,7 @@ class EpisodeLoop:
                 self._tick()
         if pushing:  # the task's criterion on the scene as the episode leaves it
             final = self.robot.read()
+            self.reward.observe_object(None if self.objects is None else self.objects.object_position())
             res.final_object_error_m = self.reward.object_error(final, command)
             res.success = self.reward.success(final, command) and res.ended_by not in ("safety_stop", "estop")
         self.runtime.stop()

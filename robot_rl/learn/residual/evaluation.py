@@ -45,10 +45,10 @@ def evaluate(loop: EpisodeLoop, episodes: np.ndarray | list[EpisodeSetup]) -> di
     :class:`EpisodeSetup` (push tasks: with their scenes)."""
     setups = [e if isinstance(e, EpisodeSetup) else EpisodeSetup(np.asarray(e)) for e in episodes]
     return summarize([loop.run_episode(e.command, explore=False, learn=False, scene=e.scene) for e in setups],
-                     loop.period, loop.reward.task.rewards.reach_tolerance_m)
+                     loop.period, loop.reward.task.terms.tool_target_m or 0.0)
 
 
 def selection_key(task, score: dict) -> tuple[float, ...]:
     """How evaluations of one run rank (larger is better): push tasks by the task's success rate, then return;
     the others by the episode return, the objective their base was trained on."""
-    return (score["success"], score["return"]) if task.objective == "push" else (score["return"],)
+    return (score["success"], score["return"]) if task.terms.state_success else (score["return"],)

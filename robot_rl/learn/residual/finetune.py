@@ -3,29 +3,28 @@
     robot-rl finetune --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
     robot-rl finetune --policy panda_reach.onnx --robot panda --interface sim --shift kp=0.5,payload=2.5,latency=2
     robot-rl finetune --policy runs/res_push/bc/policy.onnx --robot panda --shift kp=0.5,latency=2
+    robot-rl finetune calibrated --policy policies/a1_flat/policy.onnx --robot a1 --interface unitree-dds
 
 Push tasks (panda-push: a BC policy) run on the in-process sim only: every episode draws a layout (cube
 start, goal) from the task's sampler and the scene is reset to it after the ramp
 (:mod:`robot_rl.learn.residual.scenes`); the reward is the task's ``RewardsCfg`` (cube → goal distance,
-success radius) from ``RobotState.object_pos``, and evaluations report the task's success rate.
+success radius) from the scene's cube (the task's observation source), and evaluations report the task's success rate.
 
 The same command runs against the in-process simulator (``sim``: lockstep, optionally shifted away from the
 training sim to stand in for a real robot), the DDS sim bridge or a real Unitree robot (``unitree-dds``:
 real time). It writes to ``--run-dir``: ``progress.jsonl`` (one line per episode and per evaluation),
-the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also
-valid ``--prior`` data for another run), and ``policy_residual.onnx``: base + residual as one policy with the
-base's contract (:mod:`robot_rl.learn.residual.export`).
+the learner's ``checkpoint.pt`` and ``buffer.npz`` (``--resume`` continues from them; a buffer is also valid
+prior data for another run, ``ReplayCfg.prior_path``), and ``policy_residual.onnx``: base + residual as one policy
+with the base's contract (:mod:`robot_rl.learn.residual.export`).
 
 Sim first, then the robot: run the same command on ``--interface sim`` (free transitions), then on the robot
-with ``--init-from`` that run (its residual and critics start the robot run) and ``--prior`` its
-``buffer.npz`` (sampled at ``--prior-fraction`` of every batch, as RLPD does with prior data).
+with ``--init-from`` that run (its residual and critics start the robot run); from Python, ``ReplayCfg.prior_path``
+its ``buffer.npz`` (sampled at ``prior_fraction`` of every batch, as RLPD does with prior data). On the A1
+sim-as-real benchmark neither beat learning from scratch; the calibrated start did (``robot-rl finetune
+calibrated``).
 
-``--command-every-s``: training episodes change command this often (a joystick's schedule; the A1's training
-resamples every 10 s); by default, and always in evaluations, one command per episode. On the A1 sim-as-real
-benchmark a 10 s schedule did not help (benchmarks/RESULTS_residual.md).
-
-``SACCfg.actor_ema_rate`` > 0 also exports ``policy_residual_ema.onnx``: an average of the actor's weights,
-next to the last iterate (which can drop late in a run).
+Every setting is one :class:`~robot_rl.learn.residual.settings.FinetuneCfg` (the command line's, a preset's,
+a benchmark's); :func:`run_finetune` runs it.
 """
 
 from __future__ import annotations
@@ -34,44 +33,19 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from robot_rl.learn.residual.calibrated import CalibratedStartCfg
-from robot_rl.learn.residual.config import LearnerCfg, ReplayCfg, ResidualCfg, SACCfg
+from robot_rl.learn.residual.config import LearnerCfg, SACCfg
 from robot_rl.learn.residual.episodes import EpisodeCfg, EpisodeLoop
 from robot_rl.learn.residual.evaluation import evaluate, selection_key
 from robot_rl.learn.residual.scenes import eval_setups, initial_scene, sample_setups
+from robot_rl.learn.residual.settings import FinetuneCfg, Interface, parse_shift
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.typed_yaml import ConfigError
-
-Interface = Literal["sim", "unitree-dds"]
-_SHIFT_KEYS = {"kp": "kp_scale", "kd": "kd_scale", "payload": "payload_kg", "latency": "latency_steps",
-               "friction": "friction_scale", "object_friction": "object_friction_scale"}
-
-
-def parse_shift(text: str | None) -> RealityShift | None:
-    """``"kp=0.5,payload=2.5,latency=2"`` → RealityShift; None/empty → None (the nominal sim)."""
-    if not text:
-        return None
-    values: dict[str, float | int] = {}
-    for part in text.split(","):
-        key, sep, raw = (p.strip() for p in part.partition("="))
-        if not sep or key not in _SHIFT_KEYS:
-            raise ConfigError("--shift", part, f"expected KEY=VALUE with KEY one of {', '.join(_SHIFT_KEYS)}")
-        try:
-            values[_SHIFT_KEYS[key]] = int(raw) if key == "latency" else float(raw)
-        except ValueError:
-            raise ConfigError("--shift", key, f"{raw!r} is not a number") from None
-    try:
-        return RealityShift(**values)
-    except ValueError as exc:
-        raise ConfigError("--shift", text, str(exc)) from None
 
 
 @dataclass
@@ -83,7 +57,6 @@ class FinetuneReport:
     learner: dict = field(default_factory=dict)
     sync: dict = field(default_factory=dict)
     exported: Path | None = None
-    exported_ema: Path | None = None  # the actor's weight average, when the learner kept one (actor_ema_rate)
     # The best-evaluated iterate (evaluation.selection_key), the run's start included: what to deploy when the
     # robot phase made things worse (on panda-push it undid a calibrated start in every variant measured).
     exported_best: Path | None = None
@@ -121,18 +94,11 @@ def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id
     raise ConfigError("--interface", interface, "expected 'sim' or 'unitree-dds'")
 
 
-def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *, transitions: int = 20_000,
-                 residual: ResidualCfg | None = None, sac: SACCfg | None = None, replay: ReplayCfg | None = None,
-                 shift: RealityShift | None = None, run_dir: str | Path | None = None, resume: str | None = None,
-                 init_from: str | None = None, eval_every: int = 2500, eval_episodes: int = 8,
-                 command_every_s: float | None = None, realtime: bool | None = None, teleop: str | None = None,
-                 episode_length_s: float | None = None, train_episode_s: float | None = None, seed: int = 0,
-                 domain_id: int | None = None,
-                 network_interface: str | None = None, export: bool = True, learner_threads: int = 1,
-                 fifo_priority: int | None = None, log: bool = True,
-                 calibrated: CalibratedStartCfg | None = None) -> FinetuneReport:
-    """Fine-tune; returns what happened (the command prints it). See the module docstring."""
-    residual, sac, replay = residual or ResidualCfg(), sac or SACCfg(), replay or ReplayCfg()
+def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
+                 episode_length_s: float | None = None) -> FinetuneReport:
+    """Fine-tune as ``cfg`` says; returns what happened (the command prints it). See the module docstring.
+    ``export``: write the ONNX files; ``log``: print evaluations; ``episode_length_s``: episodes this long instead of
+    the task's (tests)."""
     from robot_rl.control.controller import PolicyController
     from robot_rl.control.runtime import DeployRuntime
     from robot_rl.core.loop_timing import realtime_context
@@ -143,25 +109,29 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     from robot_rl.policy.onnx_policy import load_policy
     from robot_rl.robots.spec import load_robot
 
+    run = cfg.run
+    policy, robot, interface, transitions, seed = run.policy, run.robot, run.interface, run.transitions, run.seed
+    resume, init_from, eval_every, realtime = run.resume, run.init_from, run.eval_every, run.realtime
+    shift = parse_shift(run.shift)
     spec = load_robot(robot)
     task = policy_task(policy)
+    cfg = cfg.for_task(task)  # the task's learning rate and sim residual where the settings leave them to it
+    residual, sac, replay, calibrated = cfg.residual, cfg.sac, cfg.replay, cfg.calibrated
     if task.robot != spec.name:
         raise ConfigError("--robot", robot, f"the policy was trained for task {task.name!r} on {task.robot!r}")
-    if task.objective == "push" and interface != "sim":
+    if task.terms.source is not None and interface != "sim":
         raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
-    if command_every_s is not None and task.objective == "push":
-        raise ConfigError("--command-every-s", str(command_every_s), f"task {task.name!r} has one goal per layout")
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
-        raise ConfigError("--realtime", "false", "a real robot (or the DDS bridge) runs in real time")
-    if learner_threads < 1:
-        raise ConfigError("--learner-threads", str(learner_threads), "the learner needs at least one thread")
+        raise ConfigError("realtime", "false", "a real robot (or the DDS bridge) runs in real time")
+    if run.learner_threads < 1:
+        raise ConfigError("learner_threads", str(run.learner_threads), "the learner needs at least one thread")
     try:  # before the learner starts: a refused setting leaves nothing running
-        episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, train_length_s=train_episode_s,
-                             settle_s=0.5 if realtime else 0.0, command_every_s=command_every_s)
+        episode = EpisodeCfg(length_s=episode_length_s or task.episode_length_s, train_length_s=run.train_episode_s,
+                             settle_s=0.5 if realtime else 0.0)
     except ValueError as exc:
         raise ConfigError("robot-rl finetune", "episode settings", str(exc)) from None
     if replay.prior_path is not None:
@@ -170,10 +140,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         try:
             ReplayBuffer.load(replay.prior_path, gamma=sac.gamma, n_step=replay.n_step)
         except (FileNotFoundError, ValueError) as exc:
-            raise ConfigError("--prior", replay.prior_path, str(exc)) from None
-    if calibrated is not None and (resume is not None or init_from is not None or residual.history != 1):
-        raise ConfigError("--calibrate", "on", "a calibrated start trains a fresh residual without history: not "
-                          "with --resume, --init-from or --history")
+            raise ConfigError("prior_path", replay.prior_path, str(exc)) from None
     for flag, where in (("--resume", resume), ("--init-from", init_from)):
         if where is not None and not (Path(where).is_file() or (Path(where) / "checkpoint.pt").is_file()):
             raise ConfigError(flag, where, "no checkpoint.pt there (give a run directory or its checkpoint.pt)")
@@ -181,7 +148,7 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
         raise ConfigError("--init-from", init_from, "give --resume (continue a run) or --init-from (start from its "
                           "networks), not both")
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    run_dir = Path(run_dir) if run_dir is not None else Path("runs") / "residual" / task.name / stamp
+    run_dir = Path(run.run_dir) if run.run_dir is not None else Path("runs") / "residual" / task.name / stamp
     run_dir.mkdir(parents=True, exist_ok=True)
 
     if sac.reward_scale is None:  # task reward weights are per second; a step's reward is weight × period
@@ -189,13 +156,13 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     j, obs_dim = base.contract.num_actions, base.contract.obs_dim
     learner_cfg = LearnerCfg(state_dim=residual.state_dim(obs_dim, j), action_dim=j, residual=residual, sac=sac,
                              replay=replay, run_dir=str(run_dir), resume_from=resume, init_from=init_from, seed=seed,
-                             torch_threads=learner_threads)
+                             torch_threads=run.learner_threads)
     start = None
     if calibrated is not None:  # the robot's log → a calibrated sim → the residual trained there starts the learner
         from robot_rl.learn.residual.calibrated import calibrated_start
 
         start = calibrated_start(policy, task, spec, base, episode, learner_cfg, calibrated, run_dir, seed,
-                                 lambda: make_robot(spec, interface, shift, domain_id, network_interface,
+                                 lambda: make_robot(spec, interface, shift, run.domain_id, run.network_interface,
                                                     scene=initial_scene(task)), realtime=realtime, log=print if log
                                  else lambda _: None)
         learner_cfg = dataclasses.replace(learner_cfg, init_from=str(start.init_from))
@@ -203,21 +170,21 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     (run_dir / "config.json").write_text(json.dumps({  # after a calibrated start: the learner's start is known
         "policy": str(policy), "robot": robot, "interface": interface, "task": task.name, "transitions": transitions,
         "shift": None if shift is None else dataclasses.asdict(shift), "learner": dataclasses.asdict(learner_cfg),
-        "realtime": realtime, "seed": seed}, indent=2, default=str))
+        "realtime": realtime, "seed": seed, "settings": dataclasses.asdict(cfg)}, indent=2, default=str))
     learner = LearnerProcess(learner_cfg)
     learner.start()
     res_policy = ResidualPolicy(base, residual, learner.board, learner.status, explore=True, seed=seed)
     runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, res_policy))
     reward = StateReward(task, spec)
-    device = _intervention(teleop, spec, task)
-    rob = make_robot(spec, interface, shift, domain_id, network_interface, scene=initial_scene(task))
+    device = _intervention(run.teleop, spec, task)
+    rob = make_robot(spec, interface, shift, run.domain_id, run.network_interface, scene=initial_scene(task))
     loop = EpisodeLoop(runtime, rob, res_policy, reward, episode, realtime=realtime, write=learner.ring.write,
                        intervention=device)
     # A calibrated start's log took robot transitions too: they count against the budget.
     report = FinetuneReport(run_dir=run_dir, transitions=0 if start is None else start.transitions, episodes=0,
                             calibrated=None if start is None else start.summary())
     rng = np.random.default_rng(seed)
-    evaluation_set = eval_setups(task, eval_episodes)
+    evaluation_set = eval_setups(task, run.eval_episodes)
     progress = (run_dir / "progress.jsonl").open("a")
 
     def record(kind: str, data: dict) -> None:
@@ -255,18 +222,14 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
             loop.pace = _pacer(learner, sac, stalled_s=max(5.0, residual.learner_timeout_s),
                                timeout_s=max(30.0, residual.learner_timeout_s))
         rob.connect()
-        with realtime_context(fifo_priority=fifo_priority) if realtime else contextlib.nullcontext():
+        with realtime_context(fifo_priority=run.fifo_priority) if realtime else contextlib.nullcontext():
             next_eval = 0
             while report.transitions < transitions:
                 if eval_every and report.transitions >= next_eval:
                     evaluate_iterate()
                     next_eval += eval_every
                 setup = sample_setups(task, rng, 1)[0]  # push: a layout from the task's sampler, on rng's stream
-                command = setup.command
-                if command_every_s is not None:  # and the commands that follow it, mid-episode
-                    more = math.ceil(episode.length_for(learn=True) / command_every_s) - 1
-                    command = np.vstack([command, *(s.command for s in sample_setups(task, rng, more))])
-                result = loop.run_episode(command, explore=True, learn=True, scene=setup.scene)
+                result = loop.run_episode(setup.command, explore=True, learn=True, scene=setup.scene)
                 report.transitions += result.transitions
                 report.episodes += 1
                 report.ended_by[result.ended_by] = report.ended_by.get(result.ended_by, 0) + 1
@@ -293,20 +256,13 @@ def run_finetune(policy: str | Path, robot: str, interface: Interface = "sim", *
     report.reward_terms_dropped = reward.dropped
     if export:
         from robot_rl.learn.residual.export import export_residual
-        from robot_rl.learn.residual.learner import read_checkpoint
 
-        notes = {"transitions": report.transitions, "run_dir": str(run_dir), "algorithm": sac.algorithm}
-        ema = None
-        if sac.actor_ema_rate > 0 and (run_dir / "checkpoint.pt").is_file():
-            ema = read_checkpoint(run_dir).get("actor_ema_flat")
-        if ema is not None:  # written by the learner's last checkpoint, at its stop
-            report.exported_ema = export_residual(policy, ema, residual, run_dir / "policy_residual_ema.onnx",
-                                                  notes=notes | {"actor_ema_rate": sac.actor_ema_rate})
+        notes = {"transitions": report.transitions, "run_dir": str(run_dir)}
         report.exported = export_residual(policy, res_policy.actor.flat, residual, run_dir / "policy_residual.onnx",
                                           notes=notes)
         if best_flat is not None:
             picked = {"selected_at_transitions": report.best["transitions"],
-                      "selected_by": "success, return" if task.objective == "push" else "return"}
+                      "selected_by": "success, return" if task.terms.state_success else "return"}
             report.exported_best = export_residual(policy, best_flat, residual, run_dir / "policy_residual_best.onnx",
                                                    notes=notes | picked)
     return report

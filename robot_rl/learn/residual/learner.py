@@ -2,7 +2,7 @@
 
     loop process                                 learner process (spawned: a fresh interpreter)
     ResidualPolicy ── TransitionRing (shm) ───►  n-step fold → online buffer (+ prior, interventions)
-          ▲                                      SAC / TD3 updates, utd_ratio per transition
+          ▲                                      SAC updates, utd_ratio per transition
           └──────── WeightBoard (shm) ◄────────  actor weights, every publish_every_updates
                     LearnerStatus (shm) ◄──────  heartbeat, counters, state; the loop's stop request
 
@@ -54,11 +54,11 @@ def _learner_main(cfg: LearnerCfg, ring_ref: BlockRef, board_ref: BlockRef, stat
 def _run(cfg: LearnerCfg, ring: TransitionRing, board: WeightBoard, status: LearnerStatus, parent_pid: int) -> None:
     import torch
 
-    from robot_rl.learn.residual.td3 import build_learner
+    from robot_rl.learn.residual.sac import SAC
 
     torch.set_num_threads(cfg.torch_threads)
     sac_cfg, rep = cfg.sac, cfg.replay
-    sac = build_learner(sac_cfg, cfg.state_dim, cfg.action_dim, cfg.residual.hidden, seed=cfg.seed)
+    sac = SAC(sac_cfg, cfg.state_dim, cfg.action_dim, cfg.residual.hidden, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     codec = StepCodec(cfg.state_dim, cfg.action_dim)
     folder = NStepFolder(rep.n_step, sac_cfg.gamma)
@@ -129,8 +129,7 @@ def save_checkpoint(path: Path, cfg: LearnerCfg, sac, received: int) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save({"sac": sac.state_dict(), "received": received, "state_dim": cfg.state_dim,
                 "action_dim": cfg.action_dim, "actor_hidden": cfg.residual.hidden,
-                "actor_flat": sac.actor.flat_params(),
-                "actor_ema_flat": None if sac.actor_ema is None else sac.actor_ema.flat_params()}, tmp)
+                "actor_flat": sac.actor.flat_params()}, tmp)
     tmp.replace(path)
 
 
@@ -157,8 +156,8 @@ def _checked_checkpoint(cfg: LearnerCfg, path: str) -> dict:
     dims = (data["state_dim"], data["action_dim"], tuple(data["actor_hidden"]))
     if dims != (cfg.state_dim, cfg.action_dim, cfg.residual.hidden):
         raise ValueError(f"checkpoint {path}: residual (state, action, hidden) {dims} differs from this "
-                         f"run's {(cfg.state_dim, cfg.action_dim, cfg.residual.hidden)} (the state is history × "
-                         f"(observation + base action): was it trained with another --history?)")
+                         f"run's {(cfg.state_dim, cfg.action_dim, cfg.residual.hidden)} (the state is observation + "
+                         f"base action: was it trained for another policy, or with the removed --history?)")
     return data
 
 

@@ -6,12 +6,12 @@ same MLP in numpy (REFERENCE.md), and importing torch into the loop process woul
 pool. Learner and loop share one *flat float32 vector* per actor, laid out by :func:`actor_layout`; the
 learner publishes it, the loop copies it into :class:`NumpyActor`, whose weights are views into it.
 
-Actor: state (observation ‖ base action, for each of the last ``history`` ticks) → ReLU MLP → mean and log σ
+Actor: state (observation ‖ base action) → ReLU MLP → mean and log σ
 of a tanh-squashed Gaussian over the unit residual r ∈ (−1, 1)ⁿ; the loop scales r by α (see
 :mod:`robot_rl.learn.residual.config`). The mean head starts at ≈ 0, so a fresh residual leaves the base
 policy's behaviour unchanged.
 
-Critics: ReLU MLPs with LayerNorm after every hidden layer (RLPD; with dropout before it, DroQ), or
+Critics: ReLU MLPs with LayerNorm after every hidden layer (RLPD), or
 BatchNorm on the input and after every hidden layer (CrossQ, which drops the target networks).
 """
 
@@ -153,10 +153,8 @@ def build_actor(state_dim: int, action_dim: int, hidden: tuple[int, ...], init_l
 
 
 def build_critics(state_dim: int, action_dim: int, hidden: tuple[int, ...], num: int, norm: str,
-                  bn_momentum: float = 0.01, dropout: float = 0.0):
-    """An ensemble of ``num`` Q networks; ``forward(state, action)`` returns (num, batch). ``dropout`` > 0
-    puts dropout after every hidden Linear, before its normalization (DroQ: with LayerNorm, what lets a high
-    update-to-data ratio fit without overfitting the few transitions)."""
+                  bn_momentum: float = 0.01):
+    """An ensemble of ``num`` Q networks; ``forward(state, action)`` returns (num, batch)."""
     torch = _torch()
     nn = torch.nn
 
@@ -167,8 +165,6 @@ def build_critics(state_dim: int, action_dim: int, hidden: tuple[int, ...], num:
             layers.append(nn.BatchNorm1d(dims[0], momentum=bn_momentum))
         for a, b in pairwise(dims):
             layers.append(nn.Linear(a, b))
-            if dropout > 0:
-                layers.append(nn.Dropout(dropout))
             layers.append(nn.LayerNorm(b) if norm == "layernorm" else nn.BatchNorm1d(b, momentum=bn_momentum))
             layers.append(nn.ReLU())
         layers.append(nn.Linear(dims[-1], 1))

@@ -3,10 +3,11 @@
 The training env computes rewards from simulator quantities; on hardware only ``RobotState`` is there. This
 module builds the task's :class:`~robot_rl.tasks.rewards.RewardInputs` for one robot from the state:
 joint positions, velocities and torques; the IMU (orientation, gyro); the tool point by forward kinematics
-of the measured joints (arms); the pushed object's position (``object_pos``: a simulator's scene, or a
-perception source on hardware; push tasks); base velocity and position only when the interface provides them (a
-simulator, or an estimator on hardware). Terms whose inputs the robot does not report (e.g. the feet's air
-time: no contact sensors in ``RobotState``) are dropped, once, at the first state, and listed in
+of the measured joints (arms); the pushed object's position (push tasks: from the task's observation source, not
+``RobotState`` — a simulator's scene, or a perception source on hardware — via :meth:`StateReward.observe_object`);
+base velocity and position only when the interface provides them (a simulator, or an estimator on hardware).
+Terms whose inputs the robot does not report (e.g. the feet's air time: no contact sensors in ``RobotState``) are
+dropped, once, at the first state, and listed in
 :attr:`StateReward.dropped` — the reward is then the task's reward restricted to what can be measured.
 
 A person's sparse success signal (a key or button, ``RecorderButtons.success``) is added by the episode
@@ -22,6 +23,7 @@ from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.observations import projected_gravity
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.terms import TaskSignals
 
 # Which RewardInputs field each term reads, beyond the always-present joint quantities and actions.
 _NEEDS = {
@@ -37,32 +39,35 @@ class StateReward:
     """The task's reward for one robot, from ``RobotState``; ``success`` and ``failed`` likewise."""
 
     def __init__(self, task: TaskCfg, spec: RobotSpec):
-        import dataclasses
 
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
         self.task, self.spec = task, spec
-        self.cfg = dataclasses.replace(task.rewards, base_height_target_m=task.rewards.base_height_target_m
-                                       or spec.sim_model.base_height)
+        self.cfg = task.rewards.for_robot(spec.sim_model.base_height)
         self.dt = spec.timing.policy_period_s
         self.soft_lower, self.soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                        task.rewards.soft_limit_fraction)
         self.floating = spec.sim_model.floating_base
         self.kinematics = None
-        if spec.sim_model.end_effector_body is not None and task.objective in ("reach", "push"):
+        if spec.sim_model.end_effector_body is not None and task.terms.uses_tool:
             from robot_rl.teleop.arm_ik import ArmKinematics
 
             self.kinematics = ArmKinematics(spec)
         self.used: tuple[str, ...] | None = None  # fixed at the first state
         self.dropped: tuple[str, ...] = ()
         self._last_dq: np.ndarray | None = None
+        self._object_pos: np.ndarray | None = None  # the task object with the last state (observe_object)
+
+    def observe_object(self, object_pos: np.ndarray | None) -> None:
+        """The task's object where the state just read finds it (its observation source); None: not seen."""
+        self._object_pos = None if object_pos is None else np.asarray(object_pos, dtype=np.float64)
 
     def reset(self) -> None:
         self._last_dq = None
 
     def tip_error(self, state: RobotState, command: np.ndarray) -> float:
         """Tool point to the commanded target (m), reach tasks: forward kinematics of the measured joints."""
-        if self.kinematics is None or self.task.objective != "reach":
+        if self.kinematics is None or self.task.terms.tool_target_m is None:
             raise ValueError(f"task {self.task.name!r} has no tool-point target")
         pos, _ = self.kinematics.tool_pose(state.q)
         return float(np.linalg.norm(pos - np.asarray(command)[:3]))
@@ -70,20 +75,19 @@ class StateReward:
     def object_error(self, state: RobotState, command: np.ndarray) -> float:
         """Push tasks: the object's distance to the goal (the command) in the table plane, m; inf when the
         robot reports no object position (no perception)."""
-        if self.task.objective != "push":
+        if self.task.terms.source is None:
             raise ValueError(f"task {self.task.name!r} pushes no object")
-        if state.object_pos is None or not np.all(np.isfinite(state.object_pos)):
+        if self._object_pos is None or not np.all(np.isfinite(self._object_pos)):
             return float("inf")
-        return float(np.linalg.norm(np.asarray(state.object_pos)[:2] - np.asarray(command)[:2]))
+        return float(np.linalg.norm(self._object_pos[:2] - np.asarray(command)[:2]))
 
     def success(self, state: RobotState, command: np.ndarray) -> bool | None:
         """The task's own success criterion on ``state`` (push: the object within the task's radius of the
         goal, still on the table); None for tasks whose success a state does not decide."""
-        if self.task.objective != "push":
+        source = self.task.terms.source
+        if source is None:
             return None
-        from robot_rl.tasks.registry import push_task_module
-
-        return push_task_module(self.task).push_success(state.object_pos, np.asarray(command)[:2])
+        return source.success(self._object_pos, np.asarray(command)[:2])
 
     def failed(self, state: RobotState) -> bool:
         """The task's own failure terminations that a state can show (tilt, base height on flat ground)."""
@@ -114,12 +118,17 @@ class StateReward:
                 inputs.base_lin_vel = np.asarray(state.base_lin_vel, dtype=np.float64)[None]
             if state.base_pos is not None and self.task.terrain is None:  # flat ground: height is z
                 inputs.base_height = np.array([state.base_pos[2]])
-        if self.kinematics is not None and self.task.objective == "reach":
-            inputs.ee_error = np.array([self.tip_error(state, command)])
-        if self.task.objective == "push" and state.object_pos is not None:
-            inputs.object_pos = np.asarray(state.object_pos, dtype=np.float64)[None]
-            if self.kinematics is not None:
-                inputs.tool_pos = np.asarray(self.kinematics.tool_pose(state.q)[0], dtype=np.float64)[None]
+        kin, obj = self.kinematics, self._object_pos
+
+        def tool_pos() -> np.ndarray:  # forward kinematics of the measured joints (the env reads its sensors)
+            return np.asarray(kin.tool_pose(state.q)[0], dtype=np.float64)[None]
+
+        # The same task terms as the env's, for one robot.
+        signals = TaskSignals(inputs.command, None if kin is None else tool_pos,
+                              None if obj is None else obj[None], inputs.base_lin_vel)
+        for term in self.task.terms.reward_inputs:
+            for name, value in term(signals).items():
+                setattr(inputs, name, value)
         return inputs
 
     def __call__(self, state: RobotState, command: np.ndarray, action: np.ndarray, last_action: np.ndarray,

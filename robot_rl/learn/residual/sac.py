@@ -1,7 +1,7 @@
 """Soft actor-critic over the unit residual, with LayerNorm critics and target networks (RLPD-style) or
 BatchNorm critics without target networks (CrossQ).
 
-One :meth:`SAC.update` is one gradient step of the critics and, every ``actor_period`` steps, of the actor
+One :meth:`SAC.update` is one gradient step of the critics and (past ``actor_warmup_updates``) of the actor
 and the temperature. Targets use the n-step reward and discount the replay buffer stored:
 
     y = R + discount · (min_k Q̄_k(s', a') − α log π(a'|s')),    a' ~ π(·|s')
@@ -22,8 +22,7 @@ from robot_rl.learn.residual.networks import build_actor, build_critics
 
 
 def soft_update(trailing, source, rate: float) -> None:
-    """Move ``trailing``'s parameters ``rate`` of the way to ``source``'s (Polyak averaging: target networks and
-    the actor's weight average)."""
+    """Move ``trailing``'s parameters ``rate`` of the way to ``source``'s (Polyak averaging: target networks)."""
     import torch
 
     with torch.no_grad():
@@ -40,22 +39,18 @@ class SAC:
         self.cfg = cfg
         self.actor = build_actor(state_dim, action_dim, actor_hidden, cfg.init_log_std)
         self.critics = build_critics(state_dim, action_dim, cfg.critic_hidden, cfg.num_critics, cfg.critic_norm,
-                                     cfg.batchnorm_momentum, cfg.critic_dropout)
+                                     cfg.batchnorm_momentum)
         self.crossq = cfg.critic_norm == "batchnorm"
         self.target = None
         if not self.crossq:
             self.target = copy.deepcopy(self.critics)
             self.target.requires_grad_(False)
         self.anchor = None  # a frozen copy of the actor a run started from (set_anchor), for anchor_penalty
-        self.actor_ema = None
-        if cfg.actor_ema_rate > 0:
-            self.actor_ema = copy.deepcopy(self.actor)
-            self.actor_ema.requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(cfg.init_alpha)), requires_grad=True)
         self.target_entropy = cfg.target_entropy_per_dim * action_dim
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=cfg.critic_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.learning_rate)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=cfg.learning_rate)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr)
         self.updates = 0
 
     @property
@@ -88,14 +83,12 @@ class SAC:
         self.updates += 1
         info = {"critic_loss": float(critic_loss.item()), "q_mean": float(q.mean().item())}
 
-        if self.updates % self.cfg.actor_period == 0 and self.updates > self.cfg.actor_warmup_updates:
+        if self.updates > self.cfg.actor_warmup_updates:
             if self.crossq:
                 self.critics.eval()  # the actor's batches must not move the running statistics
             self.critics.requires_grad_(False)
             info |= self._actor_step(s)
             self.critics.requires_grad_(True)
-            if self.actor_ema is not None:
-                soft_update(self.actor_ema, self.actor, self.cfg.actor_ema_rate)
 
         if self.target is not None:
             soft_update(self.target, self.critics, self.cfg.tau)
@@ -150,17 +143,14 @@ class SAC:
             "log_alpha": self.log_alpha.detach().clone(), "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(),
             "updates": self.updates, "critic_norm": self.cfg.critic_norm,
-            "actor_ema": None if self.actor_ema is None else self.actor_ema.state_dict(),
-            "algorithm": self.cfg.algorithm,
             "anchor": None if self.anchor is None else self.anchor.state_dict(),
         }
 
     def load_weights(self, state: dict, source: str = "checkpoint") -> None:
         """The networks and the temperature of ``state`` (a :meth:`state_dict`), not the optimizers or counts:
         a warm start (e.g. from a run in sim) that then learns as a fresh run would."""
-        if state.get("algorithm", "sac") != self.cfg.algorithm:
-            raise ValueError(f"{source}: trained by {state.get('algorithm', 'sac')!r}, this run uses "
-                             f"{self.cfg.algorithm!r}")
+        if state.get("algorithm", "sac") != "sac":  # checkpoints of the TD3 learner (removed) carried this key
+            raise ValueError(f"{source}: trained by {state['algorithm']!r}, this run uses SAC")
         if state.get("critic_norm") != self.cfg.critic_norm:
             raise ValueError(f"{source}: critics use {state.get('critic_norm')!r} normalization, this run "
                              f"{self.cfg.critic_norm!r}")
@@ -173,8 +163,6 @@ class SAC:
             raise ValueError(f"{source}: network shapes differ from this run's ({str(exc).splitlines()[0]})") from None
         with self.torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        if self.actor_ema is not None:  # a checkpoint without one (EMA off then) starts the average here
-            self.actor_ema.load_state_dict(state.get("actor_ema") or state["actor"])
 
     def load_state_dict(self, state: dict, source: str = "checkpoint") -> None:
         self.load_weights(state, source)

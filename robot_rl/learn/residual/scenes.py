@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.hardware.sim_robot import SimScene
-from robot_rl.tasks.registry import push_task_module
 from robot_rl.tasks.task import TaskCfg
 
 EVAL_SEED = 12345  # not the demos' (0) nor the BC evaluation's (10 000 + seed): layouts never trained on
@@ -33,11 +32,11 @@ class EpisodeSetup:
 
 def sample_setups(task: TaskCfg, rng: np.random.Generator, n: int) -> list[EpisodeSetup]:
     """``n`` episode starts drawn from ``rng``: commands, or push layouts from the task's sampler."""
-    if task.objective != "push":
+    source = task.terms.source
+    if source is None:
         return [EpisodeSetup(c) for c in task.commands.sample(rng, n)]
-    module = push_task_module(task)
-    layouts = [module.sample_episode(rng) for _ in range(n)]
-    return [EpisodeSetup(layout.command, module.push_scene(layout.cube_xy)) for layout in layouts]
+    layouts = [source.sample_episode(rng) for _ in range(n)]
+    return [EpisodeSetup(layout.command, source.scene_at(layout.cube_xy)) for layout in layouts]
 
 
 def eval_setups(task: TaskCfg, n: int, seed: int = EVAL_SEED) -> list[EpisodeSetup]:
@@ -48,6 +47,6 @@ def eval_setups(task: TaskCfg, n: int, seed: int = EVAL_SEED) -> list[EpisodeSet
 def initial_scene(task: TaskCfg) -> SimScene | None:
     """The scene a simulated robot is built with for ``task`` (objects at some layout; each episode then
     resets it to its own); None for tasks without objects."""
-    if task.objective != "push":
+    if task.terms.source is None:
         return None
     return sample_setups(task, np.random.default_rng(0), 1)[0].scene

@@ -271,8 +271,6 @@ def train_sim_residual(task, base: Policy, shift, residual: ResidualCfg, cfg: Si
     from robot_rl.learn.ppo import TaskRunner
     from robot_rl.learn.residual.shifted_sim import randomization_around, shifted_vec_env
 
-    if residual.history != 1:
-        raise ValueError("the sim residual trains a residual without history (--history 1)")
     torch.manual_seed(cfg.seed)
     rand = randomization_around(shift, task.randomization) if cfg.randomize else None
     env = shifted_vec_env(task, shift, cfg.num_envs, seed=cfg.seed, nthread=cfg.nthread, randomization=rand, spec=spec)

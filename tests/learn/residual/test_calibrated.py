@@ -4,7 +4,6 @@ started from it; the counts, the artifacts and the refusals."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -15,9 +14,10 @@ from robot_rl.learn.residual.calibration import CalibrationCfg
 from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg
 from robot_rl.learn.residual.finetune import run_finetune
 from robot_rl.learn.residual.learner import read_checkpoint
+from robot_rl.learn.residual.settings import PRESETS, FinetuneCfg
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.learn.residual.sim_ppo import SimResidualCfg
-from robot_rl.typed_yaml import ConfigError
+from robot_rl.tasks.registry import make_task
 
 A1 = "policies/a1_flat/policy.onnx"
 SMALL = CalibratedStartCfg(log_ticks=300, calibration=CalibrationCfg(windows=32, grid_points=4, sweeps=1,
@@ -28,10 +28,10 @@ SMALL = CalibratedStartCfg(log_ticks=300, calibration=CalibrationCfg(windows=32,
 @pytest.mark.timeout(240)
 def test_a_calibrated_start_fits_the_sim_trains_there_and_starts_the_robot_run(tmp_path):
     shift = RealityShift(kp_scale=0.7, payload_kg=4.0, latency_steps=2, friction_scale=0.3)
-    report = run_finetune(A1, "a1", "sim", transitions=700, shift=shift, run_dir=tmp_path / "run",
-                          sac=SACCfg(warmup_transitions=100, utd_ratio=0.5, actor_warmup_updates=50),
-                          replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
-                          episode_length_s=3.0, calibrated=SMALL, log=False)
+    report = run_finetune(FinetuneCfg.of(A1, "a1", "sim", transitions=700, shift=shift, run_dir=tmp_path / "run",
+                                         sac=SACCfg(warmup_transitions=100, utd_ratio=0.5, actor_warmup_updates=50),
+                                         replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
+                                         calibrated=SMALL), episode_length_s=3.0, log=False)
     start = report.calibrated
     assert start["log_transitions"] >= 300
     # The log's ticks count against the budget: the robot run adds only the rest.
@@ -60,11 +60,10 @@ def test_a_calibrated_start_fits_the_sim_trains_there_and_starts_the_robot_run(t
 
 
 def test_a_calibrated_start_refuses_what_it_cannot_do(tmp_path):
-    for kwargs, match in ((dict(resume=str(tmp_path)), "not with --resume"),
-                          (dict(residual=ResidualCfg(history=2)), "without history")):
-        with pytest.raises(ConfigError, match=match):
-            run_finetune(A1, "a1", "sim", transitions=10, run_dir=tmp_path / "x", calibrated=SMALL, log=False,
-                         **kwargs)
+    with pytest.raises(ValueError, match="not with resume or init_from"):
+        FinetuneCfg.of(A1, "a1", "sim", transitions=10, run_dir=tmp_path / "x", calibrated=SMALL, resume=str(tmp_path))
+    with pytest.raises(ValueError, match="needs a calibrated start"):
+        FinetuneCfg.of(A1, "a1", "sim", calibrate_chain=True)
 
 
 @pytest.mark.timeout(240)
@@ -72,10 +71,11 @@ def test_a_calibrated_start_on_a_push_task_logs_with_the_cube_and_trains_in_the_
     """panda-push: the log's episodes reset the cube to their layouts, the arm's motors are fitted from its
     torques, and the sim residual trains in the vectorized env with the table and cube."""
     shift = RealityShift(kp_scale=0.5, latency_steps=1)
-    report = run_finetune(str(push_base), "panda", "sim", transitions=400, shift=shift, run_dir=tmp_path / "run",
-                          sac=SACCfg(warmup_transitions=50, utd_ratio=0.5, actor_warmup_updates=20),
-                          replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
-                          episode_length_s=2.0, calibrated=dataclasses.replace(SMALL, chain="calibrated"), log=False)
+    report = run_finetune(FinetuneCfg.of(str(push_base), "panda", "sim", transitions=400, shift=shift,
+                                         run_dir=tmp_path / "run",
+                                         sac=SACCfg(warmup_transitions=50, utd_ratio=0.5, actor_warmup_updates=20),
+                                         replay=ReplayCfg(), residual=ResidualCfg(), eval_every=0, eval_episodes=1,
+                                         calibrated=SMALL, calibrate_chain=True), episode_length_s=2.0, log=False)
     fit = report.calibrated["calibration"]["shift"]
     assert report.calibrated["sim"]["chain"] == "calibrated"  # the chain told the fitted motors from here on
     assert fit["latency_steps"] == 1 and fit["kp_scale"] == pytest.approx(0.5, abs=0.02)
@@ -84,42 +84,47 @@ def test_a_calibrated_start_on_a_push_task_logs_with_the_cube_and_trains_in_the_
     assert report.evaluations and "success" in report.evaluations[-1]
 
 
-def test_bad_calibration_flags_get_one_line_errors(capsys):
+def test_calibrate_chain_without_a_calibrated_start_gets_a_one_line_error(capsys):
     from robot_rl.cli import main
 
-    assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--calibration-ticks", "10"]) == 2
+    assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate-chain"]) == 2
     err = capsys.readouterr().err
-    assert "log_ticks must be ≥ 200" in err and "Traceback" not in err
-    assert main(["finetune", "--policy", A1, "--robot", "a1", "--calibrate", "--sim-iterations", "-1"]) == 2
-    assert "sim residual" in capsys.readouterr().err
+    assert "needs a calibrated start" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_calibrate_fills_in_the_measured_settings_and_keeps_what_is_given(monkeypatch):
-    """``--calibrate`` defaults to the bound and the robot-side learner measured for a calibrated start; a flag
-    given on the command line wins; without ``--calibrate`` the plain defaults hold."""
+def test_the_calibrated_preset_holds_the_measured_settings_and_a_flag_given_wins(monkeypatch):
+    """``robot-rl finetune calibrated`` starts from the bound and the robot-side learner measured for a calibrated
+    start; a flag given on the command line wins; the scratch preset (no preset word) keeps the plain defaults,
+    with the task's measured learning rate filled in by the run."""
     from robot_rl.learn.residual import finetune_command
 
     seen = {}
 
-    def fake_run(policy, robot, interface, **kwargs):
-        seen.update(kwargs)
+    def fake_run(cfg):
+        seen["cfg"] = cfg
         raise SystemExit(0)
 
     monkeypatch.setattr(finetune_command, "run_finetune", fake_run)
     with pytest.raises(SystemExit):
-        finetune_command.finetune(A1, calibrate=True, anchor_penalty=0.5)
-    assert seen["residual"].fraction == 0.2 and seen["sac"].actor_lr == 3e-4
-    assert seen["sac"].actor_warmup_updates == 2000 and seen["sac"].anchor_penalty == 0.5
-    assert seen["calibrated"] is not None
+        finetune_command.finetune(["calibrated", "--policy", A1, "--anchor-penalty", "0.5", "--calibrate-chain"])
+    cfg = seen["cfg"]
+    assert cfg.residual.fraction == 0.2 and cfg.sac.lr == 3e-4
+    assert cfg.sac.actor_warmup_updates == 2000 and cfg.sac.anchor_penalty == 0.5
+    assert cfg.calibrated == CalibratedStartCfg() and cfg.calibrate_chain
+    resolved = cfg.for_task(make_task("a1-flat"))
+    assert resolved.sac.lr == 3e-4 and resolved.calibrated.chain == "calibrated"
+    assert resolved.calibrated.sim == SimResidualCfg()  # the A1's sim residual: SimResidualCfg's own settings
     with pytest.raises(SystemExit):
-        finetune_command.finetune(A1)
-    assert seen["residual"].fraction == 0.1 and seen["sac"].anchor_penalty == 0.0 and seen["calibrated"] is None
-    assert seen["sac"].actor_lr == 1e-3  # the A1 task's measured rate from scratch
+        finetune_command.finetune(["--policy", A1])
+    cfg = seen["cfg"]
+    assert cfg.residual.fraction == 0.1 and cfg.sac.anchor_penalty == 0.0 and cfg.calibrated is None
+    assert cfg.sac.actor_warmup_updates == 0 and cfg.sac.lr is None
+    assert cfg.for_task(make_task("a1-flat")).sac.lr == 1e-3  # the A1 task's measured rate from scratch
+    assert cfg.for_task(make_task("panda-reach")).sac.lr == 3e-4  # no measured rate: SAC's
 
 
 def test_the_sim_residual_settings_come_from_the_task_unless_given():
     from robot_rl.learn.residual.calibrated import sim_residual_cfg
-    from robot_rl.tasks.registry import make_task
 
     push = sim_residual_cfg(make_task("panda-push"), seed=3)
     assert (push.start, push.iterations, push.seed) == ("actuators", 0, 3)
@@ -127,3 +132,5 @@ def test_the_sim_residual_settings_come_from_the_task_unless_given():
     assert (walk.start, walk.iterations) == (SimResidualCfg.start, SimResidualCfg.iterations)
     given = sim_residual_cfg(make_task("panda-push"), iterations=50, start=None)
     assert (given.start, given.iterations) == ("actuators", 50)
+    preset = PRESETS["calibrated"][0].for_task(make_task("panda-push"))  # a calibrated push run, seed 0
+    assert (preset.calibrated.sim.start, preset.calibrated.sim.iterations) == ("actuators", 0)

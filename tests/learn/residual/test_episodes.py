@@ -71,73 +71,6 @@ def test_episodes_reset_through_the_state_machine_and_write_one_transition_per_t
     assert second.final_tip_error_m is not None and second.tail_tip_error_m is not None
 
 
-@pytest.mark.parametrize("learn_sent", [False, True])
-def test_transitions_record_what_the_chain_sent_where_it_changed_the_target(panda_base, learn_sent):
-    """A residual whose exploration outruns the Panda's rate limit (0.08 action units a tick): with ``learn_sent``
-    each transition's residual is the one that decodes to the target the chain sent; without, the sampled one."""
-    spec, task = load_robot("panda"), make_task("panda-reach")
-    cfg = ResidualCfg(fraction=0.5, hidden=(16, 16), learn_sent=learn_sent)
-    policy = ResidualPolicy(load_policy(panda_base, read_contract(panda_base)), cfg, explore=True, seed=1)
-    # A zero network: mean 0 and log σ 0, so σ 1 pre-tanh: ±0.5 × 4 action units of noise, far past the rate limit.
-    policy.load_weights(np.zeros(policy.actor.flat.shape, np.float32))
-    runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, policy))
-    sent: list[np.ndarray] = []
-
-    class Sent:
-        def __call__(self, state, command):
-            sent.append(command.q_target.copy())
-
-        def new_segment(self):
-            sent.clear()  # keep only the episode's own ticks (after the reset's ramp, see below)
-
-    ring = TransitionRing(2 * policy.state_dim + policy.action_dim + 4, 4096)
-    robot = ShiftedSimRobot(spec, RealityShift())
-    robot.connect()
-    try:
-        loop = EpisodeLoop(runtime, robot, policy, StateReward(task, spec), EpisodeCfg(length_s=LENGTH_S),
-                           realtime=False, write=ring.write, recorder=Sent())
-        result = loop.run_episode(np.array([0.5, 0.0, 0.4]), explore=True, learn=True)
-        steps = [loop.codec.unpack(r) for r in TransitionRing.attach(ring.ref).read()]
-    finally:
-        robot.close()
-        ring.close()
-    assert result.safety_events > 0  # the chain did rate-limit
-    o, j = policy.contract.obs_dim, policy.action_dim
-    running = sent[-len(steps) - 1 : -1]  # the ticks that opened each transition (the last opened none)
-    rebuilt = np.array([task.action.decode(s.state[o : o + j] + policy.alpha * s.action, spec.default_positions)
-                        for s in steps])
-    inside = np.all(np.abs([s.action for s in steps]) < 1.0, axis=1)  # at the bound the sent one may lie beyond
-    matches = np.all(np.isclose(rebuilt, np.array(running), atol=1e-5), axis=1)
-    if learn_sent:
-        assert inside.sum() > len(steps) // 2 and matches[inside].all()
-    else:
-        assert not matches.all()  # the sampled residuals, not what was sent
-
-
-def test_a_command_schedule_changes_the_command_mid_episode(setup):
-    """A training episode follows a schedule (the task's command_resample_s): each command held its time."""
-    s = setup
-    loop = EpisodeLoop(s.runtime, s.robot, s.policy, StateReward(s.task, s.spec),
-                       EpisodeCfg(length_s=LENGTH_S, command_every_s=0.2), realtime=False, write=s.ring.write)
-    seen: list[tuple[int, tuple[float, ...]]] = []
-    set_command = s.runtime.set_command
-
-    def spy(command):
-        seen.append((s.policy.ticks, tuple(np.round(command, 3))))
-        set_command(command)
-
-    s.runtime.set_command = spy
-    schedule = np.array([[0.5, 0.0, 0.4], [0.4, 0.2, 0.5], [0.45, -0.2, 0.45]])
-    start = s.policy.ticks
-    result = loop.run_episode(schedule, explore=True, learn=True)
-    assert result.ended_by == "time_limit" and result.ticks == TICKS
-    # Set at the reset, then after episode ticks 10 and 20 (the policy also ran once on the tick ending the ramp).
-    assert [(t - start, c) for t, c in seen] == [(0, (0.5, 0.0, 0.4)), (1 + 10, (0.4, 0.2, 0.5)),
-                                                 (1 + 20, (0.45, -0.2, 0.45))]
-    with pytest.raises(ValueError, match=r"needs EpisodeCfg\.command_every_s"):
-        _loop(setup).run_episode(schedule, explore=True, learn=False)
-
-
 def test_training_episodes_can_be_shorter_than_evaluation_ones(setup):
     """train_length_s shortens learning episodes only (more resets per transition budget); evaluation keeps the
     task's length, and the shortened episode still ends as a truncation (the critics bootstrap through it)."""
@@ -227,7 +160,7 @@ def test_push_episodes_reset_the_cube_to_their_layout_after_the_ramp(push_base):
                            realtime=False, write=ring.write)
         one = loop.run_episode(first.command, explore=False, learn=False, scene=first.scene)
         assert one.final_object_error_m == pytest.approx(
-            panda_push.goal_distance(robot.read().object_pos, first.command), abs=1e-9)
+            panda_push.goal_distance(robot.object_position(), first.command), abs=1e-9)
         assert one.success is False  # half a second of a near-zero policy pushes nothing 10 cm
         backend = robot._backend  # the cube knocked away between episodes
         joint = backend.robot.model.body(panda_push.CUBE).jntadr[0]

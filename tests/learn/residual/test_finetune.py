@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from robot_rl.learn.residual.config import ReplayCfg, ResidualCfg, SACCfg, finetune_lr
+from robot_rl.learn.residual.config import SAC_LR, ReplayCfg, ResidualCfg, SACCfg, finetune_lr
 from robot_rl.learn.residual.finetune import parse_shift, policy_task, run_finetune
+from robot_rl.learn.residual.settings import FinetuneCfg
 from robot_rl.learn.residual.shifted_sim import RealityShift
 from robot_rl.policy.onnx_policy import load_policy, read_contract
 from robot_rl.tasks.registry import make_task
@@ -30,9 +30,8 @@ def test_parse_shift():
         parse_shift("kp=0")
 
 
-@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--actor-ema", "1.5"], ["--utd", "0"], ["--n-step", "0"],
-                                 ["--train-episode-s", "0"], ["--command-every-s", "-1"], ["--learner-threads", "0"],
-                                 ["--lr", "0"], ["--history", "0"], ["--algorithm", "td3", "--explore-std", "0"]])
+@pytest.mark.parametrize("bad", [["--fraction", "2"], ["--utd", "0"], ["--lr", "0"], ["--actor-warmup", "-1"],
+                                 ["--anchor-penalty", "-1"], ["--calibrate-chain"]])
 def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_path, capsys, bad):
     from robot_rl.cli import main
 
@@ -42,37 +41,47 @@ def test_bad_settings_on_the_command_line_get_one_line_errors(panda_base, tmp_pa
     assert not any(tmp_path.iterdir())  # refused before anything started or was written
 
 
+def test_a_calibrated_start_with_resume_gets_a_one_line_error(panda_base, tmp_path, capsys):
+    from robot_rl.cli import main
+
+    args = ["finetune", "calibrated", "--policy", str(panda_base), "--robot", "panda", "--resume", str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "not with resume" in err and err.count("\n") == 1 and not any(tmp_path.iterdir())
+
+
 def test_the_default_learning_rate_is_the_policys_task_measured_one(panda_base):
     assert policy_task(panda_base).name == "panda-reach"
-    assert finetune_lr(policy_task(panda_base)) == SACCfg.actor_lr  # no measured rate: SAC's default
+    assert finetune_lr(policy_task(panda_base)) == SAC_LR  # no measured rate: SAC's default
     assert finetune_lr(make_task("a1-flat")) == 1e-3  # the A1 benchmark's rate (benchmarks/results/RESULTS_residual.md)
 
 
 def test_wrong_robot_and_dds_shift_are_refused(panda_base, tmp_path):
     with pytest.raises(ConfigError, match="trained for task 'panda-reach' on 'panda'"):
-        run_finetune(panda_base, "a1", "sim", transitions=10, run_dir=tmp_path)
+        run_finetune(FinetuneCfg.of(panda_base, "a1", "sim", transitions=10, run_dir=tmp_path))
     with pytest.raises(ConfigError, match=r"prior data .* does not exist"):
-        run_finetune(panda_base, "panda", "sim", transitions=10, replay=ReplayCfg(prior_path=str(tmp_path / "no.npz")),
-                     run_dir=tmp_path)
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=10,
+                                    replay=ReplayCfg(prior_path=str(tmp_path / "no.npz")), run_dir=tmp_path))
     with pytest.raises(ConfigError, match=r"no checkpoint\.pt there"):
-        run_finetune(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), run_dir=tmp_path)
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), run_dir=tmp_path))
     with pytest.raises(ConfigError, match=r"--init-from.*no checkpoint\.pt there"):
-        run_finetune(panda_base, "panda", "sim", transitions=10, init_from=str(tmp_path), run_dir=tmp_path)
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=10, init_from=str(tmp_path),
+                                    run_dir=tmp_path))
     (tmp_path / "checkpoint.pt").write_bytes(b"x")
     with pytest.raises(ConfigError, match="not both"):
-        run_finetune(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path), init_from=str(tmp_path),
-                     run_dir=tmp_path)
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=10, resume=str(tmp_path),
+                                    init_from=str(tmp_path), run_dir=tmp_path))
     with pytest.raises(ConfigError, match="in-process sim only"):
-        run_finetune(panda_base, "panda", "unitree-dds", transitions=10, shift=RealityShift(kp_scale=0.5),
-                     run_dir=tmp_path, export=False)
+        run_finetune(FinetuneCfg.of(panda_base, "panda", "unitree-dds", transitions=10,
+                                    shift=RealityShift(kp_scale=0.5), run_dir=tmp_path), export=False)
 
 
 @pytest.mark.timeout(240)
 def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_base, tmp_path):
     shift = RealityShift(kp_scale=0.5, payload_kg=2.0, latency_steps=2)
-    first = run_finetune(panda_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path / "a",
-                         eval_every=200, eval_episodes=2, episode_length_s=0.5, train_episode_s=0.3, log=False,
-                         **TINY)
+    first = run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=300, shift=shift,
+                                        run_dir=tmp_path / "a", eval_every=200, eval_episodes=2, train_episode_s=0.3,
+                                        **TINY), episode_length_s=0.5, log=False)
     assert first.transitions >= 300 and first.learner["state"] == "finished"
     assert first.learner["updates"] >= 0.9 * (first.transitions - 50)  # paced to the update-to-data ratio
     assert 0.9 <= first.utd_achieved <= 1.1  # … and reported as achieved (real time: what the learner kept up with)
@@ -88,22 +97,15 @@ def test_finetune_runs_checkpoints_exports_and_resumes_with_prior_data(panda_bas
         p.name for p in (tmp_path / "a").iterdir()}
     composed = load_policy(first.exported, read_contract(panda_base))
     assert composed.contract.provenance.notes["residual"]["transitions"] == first.transitions
-    assert first.exported_ema is None  # no weight average unless asked for
     # The best-evaluated iterate is exported too, and says which evaluation it was.
     assert first.best == max(first.evaluations, key=lambda e: e["return"])
     best = load_policy(first.exported_best, read_contract(panda_base))
     assert best.contract.provenance.notes["residual"]["selected_at_transitions"] == first.best["transitions"]
 
-    second = run_finetune(panda_base, "panda", "sim", transitions=100, shift=shift, run_dir=tmp_path / "b",
-                          resume=str(tmp_path / "a"), eval_every=0, episode_length_s=0.5, log=False,
-                          replay=ReplayCfg(prior_path=str(tmp_path / "a" / "buffer.npz")),
-                          residual=TINY["residual"], sac=dataclasses.replace(TINY["sac"], actor_ema_rate=0.01))
-    # The weight average, exported next to the last iterate: the same contract, another residual.
-    averaged = load_policy(second.exported_ema, read_contract(panda_base))
-    assert averaged.contract.provenance.notes["residual"]["actor_ema_rate"] == 0.01
-    obs = np.random.default_rng(0).normal(size=(4, averaged.contract.obs_dim)).astype(np.float32)
-    last = load_policy(second.exported, read_contract(panda_base))
-    assert not np.allclose(averaged.act_batch(obs), last.act_batch(obs))
+    second = run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=100, shift=shift,
+                                         run_dir=tmp_path / "b", resume=str(tmp_path / "a"), eval_every=0,
+                                         replay=ReplayCfg(prior_path=str(tmp_path / "a" / "buffer.npz")),
+                                         **TINY), episode_length_s=0.5, log=False)
     assert second.learner["prior_transitions"] == first.learner["online_transitions"]
     assert second.learner["online_transitions"] >= first.learner["online_transitions"] + 100
     assert second.learner["updates"] > first.learner["updates"]
@@ -123,9 +125,9 @@ def test_when_later_evaluations_fall_the_start_is_exported_as_the_best(panda_bas
         return score | {"return": score["return"] - 1000.0 * len(calls)}
 
     monkeypatch.setattr(finetune, "evaluate", falling)
-    report = run_finetune(panda_base, "panda", "sim", transitions=200, shift=RealityShift(kp_scale=0.5),
-                          run_dir=tmp_path, eval_every=100, eval_episodes=1, episode_length_s=0.4,
-                          train_episode_s=0.3, log=False, **TINY)
+    report = run_finetune(FinetuneCfg.of(panda_base, "panda", "sim", transitions=200, shift=RealityShift(kp_scale=0.5),
+                                         run_dir=tmp_path, eval_every=100, eval_episodes=1, train_episode_s=0.3,
+                                         **TINY), episode_length_s=0.4, log=False)
     assert len(report.evaluations) >= 3 and report.best is report.evaluations[0]
     assert report.best["transitions"] == 0
     obs = np.random.default_rng(1).normal(size=(8, read_contract(panda_base).obs_dim)).astype(np.float32)
@@ -134,62 +136,17 @@ def test_when_later_evaluations_fall_the_start_is_exported_as_the_best(panda_bas
     assert not np.allclose(best.act_batch(obs), last.act_batch(obs))  # the last iterate is not the one shipped
 
 
-def test_finetune_with_history_exports_a_file_the_runtime_deploys(panda_base, tmp_path):
-    """--history 2 end to end: the learner's state is two frames, the export takes the longer observation, the
-    deploy path loads it, and a resume with another history is refused with the reason."""
-    from robot_rl.control.runtime import DeployRuntime
-
-    cfg = dict(TINY, residual=ResidualCfg(hidden=(32, 32), history=2))
-    report = run_finetune(panda_base, "panda", "sim", transitions=120, shift=RealityShift(kp_scale=0.5),
-                          run_dir=tmp_path / "h", eval_every=0, episode_length_s=0.5, log=False, **cfg)
-    assert report.learner["state"] == "finished" and report.learner["updates"] > 0
-    written = read_contract(report.exported)
-    base = read_contract(panda_base)
-    assert written.obs_dim == 2 * base.obs_dim  # every term one frame longer (the base keeps one)
-    assert written.provenance.notes["residual"]["history"] == 2
-    runtime = DeployRuntime.load("panda", report.exported)
-    assert runtime.controller.contract.obs_dim == written.obs_dim
-    with pytest.raises(RuntimeError, match="another --history"):  # from the learner, before any episode
-        run_finetune(panda_base, "panda", "sim", transitions=60, resume=str(tmp_path / "h"), run_dir=tmp_path / "r",
-                     eval_every=0, episode_length_s=0.5, log=False, **TINY)
-
-
-def test_finetune_with_td3_trains_a_deterministic_residual_and_exports_it(panda_base, tmp_path):
-    """--algorithm td3 end to end: the loop explores with the learner's fixed σ, the learner checkpoints as TD3,
-    the exported file deploys, and a SAC resume of it is refused before any episode."""
-    import torch
-
-    from robot_rl.control.runtime import DeployRuntime
-
-    sac = dataclasses.replace(TINY["sac"], algorithm="td3", explore_std=0.25)
-    report = run_finetune(panda_base, "panda", "sim", transitions=120, shift=RealityShift(kp_scale=0.5),
-                          run_dir=tmp_path / "t", eval_every=0, episode_length_s=0.5, log=False,
-                          residual=TINY["residual"], sac=sac)
-    assert report.learner["state"] == "finished" and report.learner["updates"] > 0
-    ckpt = torch.load(tmp_path / "t" / "checkpoint.pt", weights_only=False)
-    assert ckpt["sac"]["algorithm"] == "td3" and ckpt["sac"]["target_actor"] is not None
-    assert np.allclose(ckpt["sac"]["actor"]["log_std.bias"].numpy(), np.log(0.25))  # what the loop explored with
-    written = read_contract(report.exported)
-    assert written.provenance.notes["residual"]["algorithm"] == "td3"
-    assert DeployRuntime.load("panda", report.exported).controller.contract.obs_dim == read_contract(panda_base).obs_dim
-    with pytest.raises(RuntimeError, match="trained by 'td3'"):
-        run_finetune(panda_base, "panda", "sim", transitions=60, resume=str(tmp_path / "t"), run_dir=tmp_path / "r",
-                     eval_every=0, episode_length_s=0.5, log=False, **TINY)
-
-
-def test_push_is_refused_over_a_hardware_interface_and_with_a_command_schedule(push_base, tmp_path):
+def test_push_is_refused_over_a_hardware_interface(push_base, tmp_path):
     with pytest.raises(ConfigError, match="in-process sim only"):
-        run_finetune(push_base, "panda", "unitree-dds", transitions=10, run_dir=tmp_path, export=False)
-    with pytest.raises(ConfigError, match="one goal per layout"):
-        run_finetune(push_base, "panda", "sim", transitions=10, run_dir=tmp_path, export=False, command_every_s=2.0)
+        run_finetune(FinetuneCfg.of(push_base, "panda", "unitree-dds", transitions=10, run_dir=tmp_path), export=False)
 
 
 @pytest.mark.timeout(240)
 def test_finetune_on_panda_push_runs_end_to_end(push_base, tmp_path):
     shift = RealityShift(kp_scale=0.5, latency_steps=2, object_friction_scale=1.5)
-    report = run_finetune(push_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path,
-                          eval_every=200, eval_episodes=2, episode_length_s=0.5, train_episode_s=0.3, log=False,
-                         **TINY)
+    report = run_finetune(FinetuneCfg.of(push_base, "panda", "sim", transitions=300, shift=shift, run_dir=tmp_path,
+                                         eval_every=200, eval_episodes=2, train_episode_s=0.3,
+                                         **TINY), episode_length_s=0.5, log=False)
     assert report.transitions >= 300 and report.learner["state"] == "finished"
     assert report.learner["received"] == report.transitions and report.learner["lost"] == 0
     assert report.reward_terms_dropped == ()  # the sim reports the cube: every push term is computed

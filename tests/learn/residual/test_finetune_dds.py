@@ -12,6 +12,7 @@ import pytest
 from robot_rl.dds import close_domain
 from robot_rl.learn.residual.config import ResidualCfg, SACCfg
 from robot_rl.learn.residual.finetune import run_finetune
+from robot_rl.learn.residual.settings import FinetuneCfg
 
 
 def export_small_a1(path: Path) -> Path:
@@ -42,11 +43,11 @@ def test_finetune_over_dds_against_the_sim_bridge(tmp_path):
                                str(domain), "--duration-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:
-        report = run_finetune(policy, "a1", "unitree-dds", transitions=90, run_dir=tmp_path / "run", eval_every=0,
-                              episode_length_s=1.0, domain_id=domain, network_interface="lo", log=False,
-                              fifo_priority=50,
-                              residual=ResidualCfg(hidden=(32, 32)),
-                              sac=SACCfg(critic_hidden=(32, 32), batch_size=32, warmup_transitions=20))
+        report = run_finetune(FinetuneCfg.of(policy, "a1", "unitree-dds", transitions=90, run_dir=tmp_path / "run",
+                                             eval_every=0, domain_id=domain, network_interface="lo", fifo_priority=50,
+                                             residual=ResidualCfg(hidden=(32, 32)),
+                                             sac=SACCfg(critic_hidden=(32, 32), batch_size=32, warmup_transitions=20)),
+                              episode_length_s=1.0, log=False)
     finally:
         bridge.kill()
         bridge.communicate()
@@ -77,10 +78,11 @@ def test_a_calibrated_start_over_dds_fits_the_motors_and_starts_the_robot_run(tm
     start = CalibratedStartCfg(log_ticks=200, calibration=CalibrationCfg(windows=16, grid_points=3, sweeps=1),
                                sim=SimResidualCfg(iterations=1, num_envs=4, steps_per_env=4, nthread=1))
     try:
-        report = run_finetune(policy, "a1", "unitree-dds", transitions=290, run_dir=tmp_path / "run", eval_every=0,
-                              episode_length_s=1.0, domain_id=domain, network_interface="lo", log=False,
-                              residual=ResidualCfg(hidden=(32, 32)), calibrated=start,
-                              sac=SACCfg(critic_hidden=(32, 32), batch_size=32, warmup_transitions=20))
+        report = run_finetune(FinetuneCfg.of(policy, "a1", "unitree-dds", transitions=290, run_dir=tmp_path / "run",
+                                             eval_every=0, domain_id=domain, network_interface="lo",
+                                             residual=ResidualCfg(hidden=(32, 32)), calibrated=start,
+                                             sac=SACCfg(critic_hidden=(32, 32), batch_size=32, warmup_transitions=20)),
+                              episode_length_s=1.0, log=False)
     finally:
         bridge.kill()
         bridge.communicate()

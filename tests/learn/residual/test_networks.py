@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_rl.learn.residual.config import SACCfg
 from robot_rl.learn.residual.networks import (
     NumpyActor,
     actor_layout,
@@ -76,17 +75,3 @@ def test_critic_ensemble_shapes(norm):
     assert out.shape == (3, 5)
 
 
-def test_droq_critics_drop_units_in_training_and_not_in_evaluation():
-    import torch
-
-    torch.manual_seed(0)
-    critics = build_critics(6, 2, (64, 64), num=2, norm="layernorm", dropout=0.2)
-    assert sum(isinstance(m, torch.nn.Dropout) for m in critics.modules()) == 2 * 2  # after each hidden layer
-    s, a = torch.randn(8, 6), torch.randn(8, 2)
-    assert not torch.equal(critics(s, a), critics(s, a))  # train mode: a fresh mask each pass
-    critics.eval()
-    assert torch.equal(critics(s, a), critics(s, a))
-    plain = build_critics(6, 2, (64, 64), num=2, norm="layernorm")
-    assert not any(isinstance(m, torch.nn.Dropout) for m in plain.modules())
-    with pytest.raises(ValueError, match="critic_dropout"):
-        SACCfg(critic_dropout=1.0)

@@ -68,7 +68,8 @@ def test_push_reward_from_the_robot_state_matches_the_task_terms():
     q = spec.default_positions + 0.1
     cube = np.array([0.55, 0.02, panda_push.CUBE_HALF_M])
     action, last = np.full(7, 0.2), np.zeros(7)
-    mine = reward(_state(q, np.zeros(7), object_pos=cube), goal, action, last)
+    reward.observe_object(cube)  # the task's observation source, with the state
+    mine = reward(_state(q, np.zeros(7)), goal, action, last)
     tool = reward.kinematics.tool_pose(q)[0]
     z = np.zeros((1, 7))
     expected, parts = compute_rewards(task.rewards, RewardInputs(
@@ -79,16 +80,19 @@ def test_push_reward_from_the_robot_state_matches_the_task_terms():
     assert mine == pytest.approx(float(expected[0]))
     assert reward.used == tuple(t.name for t in task.rewards.terms) and reward.dropped == ()
     assert parts["tool_to_object"][0] < 0 and parts["push_distance"][0] < 0
-    assert reward.object_error(_state(q, np.zeros(7), object_pos=cube), goal) == pytest.approx(np.hypot(0.05, 0.03))
-    at_goal = _state(q, np.zeros(7), object_pos=np.array([0.61, 0.05, panda_push.CUBE_HALF_M]))
-    fell_off = _state(q, np.zeros(7), object_pos=np.array([0.6, 0.05, -0.3]))
-    assert reward.success(at_goal, goal) and not reward.success(fell_off, goal)
-    assert not reward.success(_state(q, np.zeros(7)), goal)  # nothing seen: not a success
+    state = _state(q, np.zeros(7))
+    assert reward.object_error(state, goal) == pytest.approx(np.hypot(0.05, 0.03))
+    reward.observe_object(np.array([0.61, 0.05, panda_push.CUBE_HALF_M]))
+    assert reward.success(state, goal)
+    reward.observe_object(np.array([0.6, 0.05, -0.3]))  # fell off the table
+    assert not reward.success(state, goal)
+    reward.observe_object(None)
+    assert not reward.success(state, goal)  # nothing seen: not a success
 
 
 def test_push_terms_are_dropped_without_an_object_position():
     task, spec = make_task("panda-push"), load_robot("panda")
-    reward = StateReward(task, spec)  # a robot with no perception source: object_pos is None
+    reward = StateReward(task, spec)  # a robot with no perception source: no object observed
     value = reward(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0]), np.zeros(7), np.zeros(7))
     assert np.isfinite(value)
     assert set(reward.dropped) == {"push_distance", "push_kernel", "push_success", "tool_to_object"}

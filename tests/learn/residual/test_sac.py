@@ -16,7 +16,7 @@ def test_sac_learns_the_best_residual_of_a_contextual_bandit(norm):
 
     torch.set_num_threads(1)
     cfg = SACCfg(critic_hidden=(32, 32), critic_norm=norm, batch_size=64, gamma=0.9, init_alpha=0.01,
-                 target_entropy_per_dim=-3.0, actor_lr=1e-3, critic_lr=1e-3, reward_scale=1.0)
+                 target_entropy_per_dim=-3.0, lr=1e-3, reward_scale=1.0)
     sac = SAC(cfg, 2, 1, actor_hidden=(32, 32), seed=0)
     rng = np.random.default_rng(0)
     best = lambda s: 0.5 * np.tanh(2 * s[:, :1])  # noqa: E731
@@ -69,7 +69,7 @@ def test_the_residual_penalty_pulls_a_saturated_residual_back_where_q_is_flat(pe
 
     torch.set_num_threads(1)
     cfg = SACCfg(critic_hidden=(16,), batch_size=64, residual_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
-                 actor_lr=1e-3, reward_scale=1.0, init_log_std=-3.0)
+                 lr=1e-3, reward_scale=1.0, init_log_std=-3.0)
     sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
     with torch.no_grad():
         sac.actor.mean.bias.fill_(1.5)
@@ -83,26 +83,6 @@ def test_the_residual_penalty_pulls_a_saturated_residual_back_where_q_is_flat(pe
         assert size < 0.2, size
     else:
         assert size > 0.5, size
-
-
-def test_the_actor_average_trails_the_actor_and_survives_a_checkpoint():
-    rate = 0.1
-    cfg = SACCfg(critic_hidden=(16,), batch_size=16, actor_ema_rate=rate, reward_scale=1.0, actor_lr=1e-2)
-    sac = SAC(cfg, 2, 1, actor_hidden=(16,), seed=0)
-    start = sac.actor.flat_params()
-    np.testing.assert_array_equal(sac.actor_ema.flat_params(), start)  # the average starts at the actor
-    rng = np.random.default_rng(0)
-    sac.update(_flat_reward_batch(rng, 16))
-    one = sac.actor.flat_params()
-    np.testing.assert_allclose(sac.actor_ema.flat_params(), start + rate * (one - start), rtol=1e-5, atol=1e-7)
-    for _ in range(20):
-        sac.update(_flat_reward_batch(rng, 16))
-    ema = sac.actor_ema.flat_params()
-    assert not np.array_equal(ema, sac.actor.flat_params())
-    other = SAC(cfg, 2, 1, actor_hidden=(16,), seed=1)
-    other.load_state_dict(sac.state_dict())
-    np.testing.assert_array_equal(other.actor_ema.flat_params(), ema)
-    assert SAC(SACCfg(critic_hidden=(16,)), 2, 1, actor_hidden=(16,)).actor_ema is None  # off by default
 
 
 def _pulled_batch(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
@@ -139,7 +119,7 @@ def test_the_anchor_penalty_holds_a_started_residual_against_its_critics_pull(pe
     import torch
 
     cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=penalty, init_alpha=1e-4, alpha_lr=0.0,
-                 actor_lr=3e-3, critic_lr=3e-3, reward_scale=1.0, init_log_std=-3.0)
+                 lr=3e-3, reward_scale=1.0, init_log_std=-3.0)
     residual, sac, states = _anchored_residual(cfg)
     if penalty:
         assert residual > 0.3, residual
@@ -156,7 +136,7 @@ def test_an_anchor_scaled_by_q_holds_whatever_the_size_of_the_returns(scaled):
     """The same bandit with rewards × 1000 (returns in the thousands, as rewards per second over a long horizon):
     an anchor of 50 no longer holds the start; one weighted by the batch's mean |Q| (TD3+BC) at 2 does."""
     cfg = SACCfg(critic_hidden=(32,), batch_size=64, anchor_penalty=2.0 if scaled else 50.0, anchor_q_scaled=scaled,
-                 init_alpha=1e-4, alpha_lr=0.0, actor_lr=3e-3, critic_lr=3e-3, reward_scale=1000.0,
+                 init_alpha=1e-4, alpha_lr=0.0, lr=3e-3, reward_scale=1000.0,
                  init_log_std=-3.0)
     residual, _, _ = _anchored_residual(cfg)
     if scaled:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from robot_rl.learn.residual.scenes import EVAL_SEED, eval_setups, initial_scene, sample_setups
 from robot_rl.tasks import panda_push
-from robot_rl.tasks.registry import make_task, push_task_module
+from robot_rl.tasks.registry import make_task
 
 
 def test_push_setups_are_the_tasks_layouts_with_the_cube_at_its_start():
@@ -31,10 +30,10 @@ def test_the_evaluation_set_is_fixed_and_not_the_demos_layouts():
     assert EVAL_SEED not in (0, 10_000)
 
 
-def test_reach_setups_are_plain_commands_and_push_modules_are_known():
+def test_reach_setups_are_plain_commands_and_only_push_has_an_object_source():
     task = make_task("panda-reach")
     setups = sample_setups(task, np.random.default_rng(1), 2)
     np.testing.assert_array_equal([s.command for s in setups], task.commands.sample(np.random.default_rng(1), 2))
     assert all(s.scene is None for s in setups)
-    with pytest.raises(ValueError, match="'panda-reach' \\(reach\\) is not a push task"):
-        push_task_module(task)
+    assert task.terms.source is None and initial_scene(task) is None
+    assert make_task("panda-push").terms.source is panda_push.SOURCE

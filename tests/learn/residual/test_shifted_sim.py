@@ -140,11 +140,11 @@ def test_reset_scene_puts_the_cube_back_at_its_layout_at_rest():
         backend.data.qvel[v : v + 6] = [1.0, 0.5, 0.0, 3.0, 0.0, 2.0]
         layout = np.array([0.48, 0.07])
         robot.reset_scene(panda_push.push_scene(layout))
-        np.testing.assert_allclose(robot.read().object_pos, [0.48, 0.07, panda_push.CUBE_HALF_M], atol=1e-9)
+        np.testing.assert_allclose(robot.object_position(), [0.48, 0.07, panda_push.CUBE_HALF_M], atol=1e-9)
         hold = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
         for _ in range(25):  # half a second: it rests on the table where it was put
             robot.write(hold)
-        np.testing.assert_allclose(robot.read().object_pos, [0.48, 0.07, panda_push.CUBE_HALF_M], atol=2e-3)
+        np.testing.assert_allclose(robot.object_position(), [0.48, 0.07, panda_push.CUBE_HALF_M], atol=2e-3)
         with pytest.raises(ValueError, match=r"built with objects \['cube'\]"):
             robot.reset_scene(panda_push.SimScene(boxes=(panda_push.TABLE,)))
     finally:
