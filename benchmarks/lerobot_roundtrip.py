@@ -84,6 +84,9 @@ def lerobot_side(root: Path, dump: Path, append: bool) -> int:
         stored = stored_rows[e]
         for key, stats in computed.items():
             for name, value in stats.items():
+                if stored.get(f"stats/{key}/{name}") is None:
+                    mismatched.append(f"episode {e} {key}/{name}: not stored")
+                    continue
                 got = np.asarray(stored[f"stats/{key}/{name}"])
                 if got.shape != np.shape(value) or got.dtype.kind != np.asarray(value).dtype.kind and not (
                         got.dtype.kind in "fiu" and np.asarray(value).dtype.kind in "fiu"):
