@@ -87,9 +87,9 @@ def lerobot_side(root: Path, dump: Path, append: bool) -> int:
                 if stored.get(f"stats/{key}/{name}") is None:
                     mismatched.append(f"episode {e} {key}/{name}: not stored")
                     continue
-                got = np.asarray(stored[f"stats/{key}/{name}"])
-                if got.shape != np.shape(value) or got.dtype.kind != np.asarray(value).dtype.kind and not (
-                        got.dtype.kind in "fiu" and np.asarray(value).dtype.kind in "fiu"):
+                got, want = np.asarray(stored[f"stats/{key}/{name}"]), np.asarray(value)
+                numeric = got.dtype.kind in "fiu" and want.dtype.kind in "fiu"  # int64 count vs int: the same
+                if got.shape != want.shape or (got.dtype.kind != want.dtype.kind and not numeric):
                     mismatched.append(f"episode {e} {key}/{name}: stored {got.dtype}{got.shape}, "
                                       f"LeRobot computes {np.asarray(value).dtype}{np.shape(value)}")
                     continue
@@ -165,7 +165,7 @@ def project_side(args: argparse.Namespace) -> int:
     root = work / "demos"
     check = Checks()
 
-    summary = collect_demos("panda-push", episodes=args.episodes, out_dir=str(root), seed=args.seed, progress=False)
+    collect_demos("panda-push", episodes=args.episodes, out_dir=str(root), seed=args.seed, progress=False)
     ours = LeRobotDataset(root)
     check(validate_dataset(root) == [], f"project dataset: {ours.num_episodes} episodes, {ours.num_frames} frames "
           f"from collect_demos (seed {args.seed}); validate_dataset finds no problem")

@@ -312,9 +312,10 @@ def test_a_chunk_that_disagrees_with_the_output_or_is_malformed_is_refused():
     from robot_rl.policy.contract import ChunkContract
 
     lying = dataclasses.replace(_expected(), chunk=ChunkContract(4))  # output still (batch, A)
-    with pytest.raises(ContractMismatch, match=r"output.shape: model has \['batch', 12\], runtime has \['batch', 4, 12\]"):
+    with pytest.raises(ContractMismatch, match=r"output.shape: model has \['batch', 12\], runtime has "
+                                               r"\['batch', 4, 12\]"):
         check_contract(lying, _expected())
-    with pytest.raises(ContractError, match="chunk.length must be an integer ≥ 1"):
+    with pytest.raises(ContractError, match=r"chunk\.length must be an integer ≥ 1"):
         ChunkContract(0)
     data = json.loads(_expected().with_chunk(ChunkContract(3)).to_json())
     data["chunk"]["ensemble_m"] = -1.0
