@@ -120,7 +120,8 @@ class ChunkContract:
     - ``"temporal_ensemble"``: a new chunk every tick; the action for tick t is the weighted mean of every
       prediction made for t by the last ``length`` chunks, ``w_i = exp(−ensemble_m · i)`` with i = 0 the
       oldest prediction (ACT's exponential weighting: m > 0 favours older predictions, m = 0 is a plain
-      mean). The average smooths the chunk-to-chunk jumps a one-shot prediction makes.
+      mean, m < 0 favours newer ones). The average smooths the chunk-to-chunk jumps a one-shot prediction
+      makes.
     - ``"first_action"``: a new chunk every tick, its first action executed (receding horizon).
 
     A contract without a chunk (``PolicyContract.chunk`` None, every file exported before it existed) is a
@@ -134,8 +135,8 @@ class ChunkContract:
     def __post_init__(self) -> None:
         if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 1:
             raise ContractError(f"chunk.length must be an integer ≥ 1, got {self.length!r}")
-        if not math.isfinite(self.ensemble_m) or self.ensemble_m < 0:
-            raise ContractError(f"chunk.ensemble_m must be finite and ≥ 0, got {self.ensemble_m!r}")
+        if not math.isfinite(self.ensemble_m):
+            raise ContractError(f"chunk.ensemble_m must be finite, got {self.ensemble_m!r}")
 
 
 @dataclass(frozen=True)

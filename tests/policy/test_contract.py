@@ -318,8 +318,8 @@ def test_a_chunk_that_disagrees_with_the_output_or_is_malformed_is_refused():
     with pytest.raises(ContractError, match=r"chunk\.length must be an integer ≥ 1"):
         ChunkContract(0)
     data = json.loads(_expected().with_chunk(ChunkContract(3)).to_json())
-    data["chunk"]["ensemble_m"] = -1.0
-    with pytest.raises(ContractError, match="ensemble_m must be finite and ≥ 0"):
+    data["chunk"]["ensemble_m"] = float("inf")
+    with pytest.raises(ContractError, match="ensemble_m must be finite"):
         PolicyContract.from_json(json.dumps(data))
     data["chunk"] = {"length": 3, "consume": "average"}
     with pytest.raises(ContractError, match="consume"):
