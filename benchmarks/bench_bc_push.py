@@ -8,8 +8,11 @@ Pipeline, all in one run:
    ``--demo-layouts random`` for independent draws, as before). DART noise on the executed action
    (``--demo-twist-noise`` / ``--demo-joint-noise``, ``robot_rl/learn/demo_noise.py``) was measured not to help
    (benchmarks/results/RESULTS_bc_push.md) and was removed from the product (git history has it).
-2. ``train_bc``: MLP on ``observation.state → action``, exported to ONNX with the task's policy contract.
-3. Evaluation on ``--eval-episodes`` fresh layouts (seed 10 000 + seed, never used for demos): the ONNX
+2. ``train_bc``: MLP on ``observation.state → action``, exported to ONNX with the task's policy contract;
+   ``--chunk k`` predicts the next k actions and exports the whole chunk with the contract's ``chunk`` field,
+   which the controller consumes as ``--consume`` says (ACT's temporal ensembling, ``--ensemble-m``).
+3. Evaluation on ``--eval-episodes`` fresh layouts (seed 10 000 + seed, or ``--eval-seed``; never used for
+   demos): the ONNX
    policy loaded with ``load_policy`` (contract checked) runs in ``DeployRuntime`` exactly as the expert
    did, in each simulator (PyBullet too: the scene is built there by the same ``SimRobot`` hook). The
    baseline is the expert itself on the same layouts, through the same runtime: the table prints the
@@ -17,7 +20,7 @@ Pipeline, all in one run:
 
 Success: the cube within 3 cm of the goal at the end of the 10 s episode.
 
-    .venv/bin/python benchmarks/bench_bc_push.py --demos 50 --eval-episodes 50
+    .venv/bin/python benchmarks/bench_bc_push.py --demos 50 --eval-episodes 100 --chunk 10 --seed 0 --eval-seed 10000
 
 While iterating: ``--simulators mujoco --no-expert --work-dir runs/bc_x``, then ``--reuse`` to evaluate
 the same demos and policy again without collecting or training.
