@@ -20,7 +20,7 @@ Pipeline, all in one run:
 
 Success: the cube within 3 cm of the goal at the end of the 10 s episode.
 
-    .venv/bin/python benchmarks/bench_bc_push.py --demos 50 --eval-episodes 100 --chunk 10 --seed 0 --eval-seed 10000
+    .venv/bin/python benchmarks/bench_bc_push.py --demos 50 --eval-episodes 100 --seed 0 --eval-seed 10000
 
 While iterating: ``--simulators mujoco --no-expert --work-dir runs/bc_x``, then ``--reuse`` to evaluate
 the same demos and policy again without collecting or training.
@@ -41,7 +41,7 @@ from typing import Literal
 
 import tyro
 
-from robot_rl.learn.bc import train_bc
+from robot_rl.learn.bc import DEFAULT_ENSEMBLE_M, train_bc
 from robot_rl.learn.demos import DemoSummary, collect_demos, evaluate_expert, evaluate_push_policy
 
 
@@ -49,11 +49,11 @@ from robot_rl.learn.demos import DemoSummary, collect_demos, evaluate_expert, ev
 class Args:
     demos: int = 50
     epochs: int = 200
-    chunk: int = 1
-    # How the controller consumes a chunk (chunk > 1): ACT's temporal ensembling, w_i = exp(−m·i), or the
-    # first action only.
+    chunk: int = 10  # 1: one action per observation, as before issue 29
+    # How the controller consumes a chunk (chunk > 1): ACT's temporal ensembling, w_i = exp(−m·i) with i = 0 the
+    # oldest prediction, or the first action only (robot_rl.learn.bc.DEFAULT_ENSEMBLE_M says why −0.2).
     consume: Literal["temporal_ensemble", "first_action"] = "temporal_ensemble"
-    ensemble_m: float = 0.01
+    ensemble_m: float = DEFAULT_ENSEMBLE_M
     seed: int = 0
     eval_seed: int | None = None  # default 10 000 + seed; pass 10000 to score every demo seed on one layout set
     demo_layouts: Literal["random", "stratified"] = "stratified"  # see collect_demos ("random": as before)
