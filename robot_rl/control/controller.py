@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from robot_rl.control.action_chunks import ChunkConsumer
 from robot_rl.core.types import JointCommand, ObjectSensor, RobotState
 from robot_rl.policy.contract import PolicyContract, check_contract, layout_for_policy
 from robot_rl.policy.onnx_policy import Policy
@@ -95,6 +96,10 @@ class PolicyController:
         )
         self.last_obs = np.zeros((1, self.obs_dim), dtype=np.float32)  # as fed to the policy (builder-owned)
         self.last_raw_action: np.ndarray = self._last_action[0]  # (num_actions,), before clip/scale/offset
+        # A chunking policy returns (length, num_actions) per tick; the consumer makes the tick's action of it
+        # as the contract says (temporal ensembling), so the policy runs as it was trained.
+        chunk = self.contract.chunk
+        self._chunks = ChunkConsumer(chunk, j) if chunk is not None else None
         self.ticks = 0  # policy steps since the last reset
 
     @classmethod
@@ -139,6 +144,8 @@ class PolicyController:
         """Forget observation history and the last action; call when the policy (re)starts driving."""
         self._builder.reset()
         self._last_action.fill(0.0)
+        if self._chunks is not None:
+            self._chunks.reset()
         self.ticks = 0
         reset_policy = getattr(self.policy, "reset", None)  # a policy with its own memory (a residual's history)
         if reset_policy is not None:
@@ -176,6 +183,8 @@ class PolicyController:
         obs = self._builder.compute(self._inputs)  # uses the previous action: that is what last_action means
         self.last_obs = obs
         raw_action = self.policy.act(obs)
+        if self._chunks is not None:
+            raw_action = self._chunks.step(raw_action)
         self._last_action[0] = raw_action
         np.copyto(self._output.q_target, self.action.decode(self.last_raw_action, self._default_q))
         self.ticks += 1

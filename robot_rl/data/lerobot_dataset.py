@@ -51,7 +51,7 @@ from robot_rl.data.lerobot_format import (
     feature_stats,
     frame_schema,
     from_column,
-    read_episodes_table,
+    read_episode_rows,
     read_features,
     read_info,
     read_json,
@@ -107,7 +107,12 @@ class LeRobotDatasetWriter:
         self.data_files_size_in_mb, self.chunks_size = float(data_files_size_in_mb), int(chunks_size)
         self._schema = frame_schema(self.features)
         self.tasks: list[str] = []
-        self._episodes: list[dict[str, Any]] = []
+        self._episodes: list[dict[str, Any]] = []  # every episode's row (totals come from it)
+        # This writer's episodes file and the rows it holds: a file is only ever rewritten by the writer that
+        # started it. Appending to an existing dataset (ours or LeRobot's) starts the next data and episodes
+        # files, as LeRobot does when it resumes.
+        self._meta_file = (0, 0)
+        self._session_rows: list[dict[str, Any]] = []
         self._stats: dict[str, dict[str, np.ndarray]] | None = None
         self._data_file = (0, 0)
         self._codecs: dict[str, str] = {}
@@ -161,12 +166,17 @@ class LeRobotDatasetWriter:
             raise DatasetError(f"{where}: features differ from this recording's in {differ}; record to a new directory")
         if info.get("total_episodes", 0) == 0:
             return
-        table = read_episodes_table(self.root)
-        self._episodes = table.to_pylist()
+        self._episodes = read_episode_rows(self.root)
         self.tasks = read_tasks(self.root)
         self._stats = _stats_from_json(read_json(self.root / STATS_PATH))
         last = self._episodes[-1]
-        self._data_file = (int(last["data/chunk_index"]), int(last["data/file_index"]))
+        try:
+            self._data_file = self._next_file(int(last["data/chunk_index"]), int(last["data/file_index"]))
+            self._meta_file = self._next_file(int(last.get("meta/episodes/chunk_index", 0)),
+                                              int(last.get("meta/episodes/file_index", 0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DatasetError(f"{self.root}/meta/episodes: the last episode has no valid file indices "
+                               f"({exc})") from None
 
     def _next_file(self, chunk: int, file: int) -> tuple[int, int]:
         return (chunk + 1, 0) if file + 1 >= self.chunks_size else (chunk, file + 1)
@@ -237,12 +247,12 @@ class LeRobotDatasetWriter:
             table = pa.concat_tables([read_parquet(path, schema=self._schema), table])
         write_parquet_atomic(path, table)
 
+        # LeRobot's columns in LeRobot's order (EPISODE_COLUMNS, videos, stats, meta file): its reader loads
+        # every episodes file as one table, so a file of ours must have exactly the schema of one of its own.
         row: dict[str, Any] = {
             "episode_index": episode_index, "tasks": [task], "length": length,
             "data/chunk_index": chunk, "data/file_index": file,
             "dataset_from_index": self.total_frames, "dataset_to_index": self.total_frames + length,
-            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
-            "success": success_frame is not None,
         }
         for key in self.video_keys:
             v_chunk, v_file = divmod(episode_index, self.chunks_size)  # one video file per episode
@@ -252,12 +262,18 @@ class LeRobotDatasetWriter:
                 video_key=key, chunk_index=v_chunk, file_index=v_file), self.fps)
             row |= {f"videos/{key}/chunk_index": v_chunk, f"videos/{key}/file_index": v_file,
                     f"videos/{key}/from_timestamp": 0.0, f"videos/{key}/to_timestamp": length / self.fps}
-        episode_stats = {k: feature_stats(values[k], f) for k, f in self.features.items() if f.dtype != "string"}
+        # LeRobot takes timestamp stats from frame_index / fps in float64 (the column itself is float32).
+        stats_of = values | {"timestamp": values["frame_index"] / self.fps}
+        episode_stats = {k: feature_stats(stats_of[k], f) for k, f in self.features.items() if f.dtype != "string"}
         for key, stats in episode_stats.items():
+            # tolist: min/max of bool and int features stay bool and int64 in the table, the rest float64
             row |= {f"stats/{key}/{name}": np.asarray(v).tolist() for name, v in stats.items()}
-        self._episodes.append(row)
-        write_parquet_atomic(self.root / EPISODES_PATH.format(chunk_index=0, file_index=0),
-                             pa.Table.from_pylist(self._episodes))
+        meta_chunk, meta_file = self._meta_file
+        row |= {"meta/episodes/chunk_index": meta_chunk, "meta/episodes/file_index": meta_file}
+        self._session_rows.append(row)
+        self._episodes.append(row | {"success": success_frame is not None})
+        write_parquet_atomic(self.root / EPISODES_PATH.format(chunk_index=meta_chunk, file_index=meta_file),
+                             pa.Table.from_pylist(self._session_rows))
         write_parquet_atomic(self.root / TASKS_PATH, tasks_table(self.tasks))
         if self._stats is None:
             self._stats = episode_stats
@@ -278,7 +294,8 @@ class LeRobotDataset:
         self.fps = self.info.get("fps")
         try:
             self.tasks = read_tasks(self.root) if (self.root / TASKS_PATH).exists() else []
-            self.episodes: list[dict[str, Any]] = (read_episodes_table(self.root).to_pylist()
+            # Each row also has "success": whether the episode reached its task (episode_success).
+            self.episodes: list[dict[str, Any]] = (read_episode_rows(self.root)
                                                    if self.info.get("total_episodes", 0) else [])
         except (pa.ArrowException, KeyError, OSError) as exc:  # a DatasetError names the file itself
             raise DatasetError(f"{self.root}: unreadable metadata ({type(exc).__name__}: {exc})") from None

@@ -5,7 +5,7 @@ Layout and field names follow Hugging Face LeRobot's "LeRobotDataset v3.0" docum
 ``dataset_metadata.py``, ``dataset_writer.py``, ``compute_stats.py``); the code here is our own::
 
     meta/info.json                                   codebase_version "v3.0", fps, features, totals, path templates
-    meta/stats.json                                  per feature: min, max, mean, std, count (all frames)
+    meta/stats.json                                  per feature: min, max, mean, std, count, q01…q99 (all frames)
     meta/tasks.parquet                               task_index (int64) + task (string, the pandas index)
     meta/episodes/chunk-000/file-000.parquet         one row per episode (see EPISODE_COLUMNS)
     data/chunk-{c:03d}/file-{f:03d}.parquet          one row per frame, many episodes per file
@@ -19,9 +19,12 @@ step flags LeRobot's sim datasets record: ``next.reward`` float32, ``next.done``
 Camera frames are either ``"image"`` features (PNG bytes in the Parquet file, as ``datasets.Image`` stores
 them: ``struct<bytes: binary, path: string>``) or ``"video"`` features (MP4 through PyAV, when installed).
 
-Our extension: the episodes table has a ``success`` column (bool) — LeRobot ignores columns it does not use.
-The writer and reader are in :mod:`robot_rl.data.lerobot_dataset`, the validator in
-:mod:`robot_rl.data.lerobot_validate`.
+The episodes table and the statistics are exactly what LeRobot 0.4 writes (same columns in the same order,
+same Arrow types, the same numbers: see "statistics" below), so LeRobot can append episodes to a dataset
+written here and both read the result (``benchmarks/lerobot_roundtrip.py``). Whether an episode reached its
+task is in its frames (``next.success``) and so in its stats (``stats/next.success/max``): no column of our own,
+which LeRobot's reader would refuse once it appends (its files must share one schema). The writer and reader
+are in :mod:`robot_rl.data.lerobot_dataset`, the validator in :mod:`robot_rl.data.lerobot_validate`.
 """
 
 from __future__ import annotations
@@ -52,9 +55,14 @@ EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.par
 DEFAULT_CHUNKS_SIZE, DEFAULT_DATA_FILE_MB, DEFAULT_VIDEO_FILE_MB = 1000, 100, 500
 NUMERIC_DTYPES = ("float32", "float64", "int64", "int32", "int16", "uint8", "bool")
 CAMERA_DTYPES = ("image", "video")
-STAT_NAMES = ("min", "max", "mean", "std", "count")
+QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)  # LeRobot's DEFAULT_QUANTILES
+QUANTILE_NAMES = tuple(f"q{round(q * 100):02d}" for q in QUANTILES)  # q01, q10, q50, q90, q99
+QUANTILE_BINS = 5000  # LeRobot's RunningQuantileStats default
+STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILE_NAMES)
+# The episodes table's columns, in LeRobot's order: these, then videos/<key>/… per video feature, then
+# stats/<feature>/<stat> per feature and stat (STAT_NAMES order), then meta/episodes/chunk_index and file_index.
 EPISODE_COLUMNS = ("episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
-                   "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index", "success")
+                   "dataset_to_index")
 
 
 class DatasetError(RobotRLError, ValueError):
@@ -181,36 +189,95 @@ def from_column(column: pa.ChunkedArray | pa.Array, feature: Feature) -> np.ndar
     return column.to_numpy(zero_copy_only=False)
 
 
-# --- statistics (min / max / mean / std / count per feature, as LeRobot's compute_stats defines them) ----------
+# --- statistics, as LeRobot 0.4 computes them (``lerobot/datasets/compute_stats.py``) ---------------------------
+#
+# Per episode and feature: min, max, mean, std, count and the quantiles q01 … q99 (LeRobot's quantile
+# normalization, used by pi0.5, raises without them), from one update of LeRobot's ``RunningQuantileStats``:
+# moments in the data's own dtype (float32 stays float32, so the numbers are LeRobot's to the last bit), min and
+# max in the feature's dtype (bool and int features keep it: LeRobot stores them so in the episodes table, and a
+# table mixing its rows with float64 ones cannot be read as one), quantiles interpolated in a 5000-bin
+# histogram. Cameras: about 100 frames sampled, per channel, scaled to [0, 1], shape (3, 1, 1). Aggregation over
+# episodes: count-weighted mean, pooled variance, count-weighted quantiles (LeRobot's ``aggregate_stats``).
 
-def feature_stats(values: np.ndarray, feature: Feature) -> dict[str, np.ndarray]:
-    """Stats over the frames of one episode. Images: per channel, scaled to [0, 1], shape (3, 1, 1)."""
-    if feature.dtype in CAMERA_DTYPES:
-        step = max(1, len(values) // 100)  # LeRobot samples about 100 frames per episode too
-        data = np.asarray(values[::step], dtype=np.float64).transpose(0, 3, 1, 2) / 255.0  # (T, C, H, W)
-        axes: tuple[int, ...] = (0, 2, 3)
-        reduce = {"min": data.min(axis=axes), "max": data.max(axis=axes), "mean": data.mean(axis=axes),
-                  "std": data.std(axis=axes)}
-        out = {k: v.reshape(3, 1, 1) for k, v in reduce.items()}
-    else:
-        data = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-        out = {"min": data.min(axis=0), "max": data.max(axis=0), "mean": data.mean(axis=0), "std": data.std(axis=0)}
-    out["count"] = np.array([len(values)], dtype=np.int64)
+def _stats_of_batch(batch: np.ndarray) -> dict[str, np.ndarray]:
+    """(N, D) → per-column stats: ``RunningQuantileStats.update`` once, then ``get_statistics``; the same numpy
+    operations on the same dtypes (comments mark where that matters)."""
+    mean = np.mean(batch, axis=0)
+    mean_of_squares = np.mean(batch**2, axis=0)  # uint8 image pixels wrap around here, in LeRobot too
+    low, high = np.min(batch, axis=0), np.max(batch, axis=0)
+    if len(batch) < 2:  # LeRobot's _compute_basic_stats: quantiles are the mean
+        out = {"min": low, "max": high, "mean": mean, "std": np.std(batch, axis=0)}
+        return out | {name: mean.copy() for name in QUANTILE_NAMES}
+    std = np.sqrt(np.maximum(0, mean_of_squares - mean**2))
+    out = {"min": low.copy(), "max": high.copy(), "mean": mean.copy(), "std": std}
+    columns = []
+    for i in range(batch.shape[1]):
+        edges = np.linspace(low[i] - 1e-10, high[i] + 1e-10, QUANTILE_BINS + 1)
+        column = batch[:, i].view(np.uint8) if batch.dtype == bool else batch[:, i]  # numpy converts so, warning
+        hist, _ = np.histogram(column, bins=edges)
+        columns.append((np.cumsum(hist.astype(np.float64)), edges))
+    for q, name in zip(QUANTILES, QUANTILE_NAMES, strict=True):
+        out[name] = np.array([_quantile(cumsum, edges, q * len(batch)) for cumsum, edges in columns])
     return out
 
 
+def _quantile(cumsum: np.ndarray, edges: np.ndarray, target: float) -> float:
+    """LeRobot's ``_compute_single_quantile``: linear interpolation inside the bin where the count is reached."""
+    idx = int(np.searchsorted(cumsum, target))
+    if idx == 0:
+        return edges[0]
+    if idx >= len(cumsum):
+        return edges[-1]
+    before = cumsum[idx - 1]
+    in_bin = cumsum[idx] - before
+    if in_bin == 0:
+        return edges[idx]
+    return edges[idx] + (target - before) / in_bin * (edges[idx + 1] - edges[idx])
+
+
+def _sample_indices(length: int) -> list[int]:
+    """The frames LeRobot samples for image stats (``sample_indices``: 100 up to ~500 frames, then length^0.75)."""
+    count = max(min(100, length), min(int(length**0.75), 10_000))
+    return np.round(np.linspace(0, length - 1, count)).astype(int).tolist()
+
+
+def feature_stats(values: np.ndarray, feature: Feature) -> dict[str, np.ndarray]:
+    """Stats over the frames of one episode, as LeRobot 0.4 writes them (see above)."""
+    if feature.dtype in CAMERA_DTYPES:
+        frames = np.asarray(values, dtype=np.uint8)[_sample_indices(len(values))].transpose(0, 3, 1, 2)
+        if max(frames.shape[2:]) >= 300:  # LeRobot's auto_downsample_height_width
+            step = int(max(frames.shape[2:]) / 150)
+            frames = frames[:, :, ::step, ::step]
+        stats = _stats_of_batch(frames.transpose(0, 2, 3, 1).reshape(-1, 3))
+        stats = {k: np.asarray(v).reshape(3, 1, 1) / 255.0 for k, v in stats.items()}
+        return _in_order(stats, len(frames))
+    data = np.asarray(values)
+    return _in_order(_stats_of_batch(data.reshape(len(data), -1) if data.ndim != 2 else data), len(values))
+
+
+def _in_order(stats: dict[str, np.ndarray], count: int) -> dict[str, np.ndarray]:
+    """LeRobot's key order (the episodes table's column order follows it): min, max, mean, std, count, q…"""
+    return {name: np.array([count], dtype=np.int64) if name == "count" else stats[name] for name in STAT_NAMES}
+
+
 def aggregate_stats(per_episode: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Combine episode stats exactly: count-weighted mean, pooled variance (within + between episodes)."""
-    counts = np.array([s["count"][0] for s in per_episode], dtype=np.float64)
+    """Combine episode stats (LeRobot's ``aggregate_feature_stats``): count-weighted mean, pooled variance
+    (within + between episodes), count-weighted quantiles where every part has them."""
     means = np.stack([s["mean"] for s in per_episode])
-    variances = np.stack([s["std"] ** 2 for s in per_episode])
-    weights = counts.reshape(-1, *([1] * (means.ndim - 1)))
-    total = counts.sum()
-    mean = (means * weights).sum(axis=0) / total
-    variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total
-    return {"min": np.min(np.stack([s["min"] for s in per_episode]), axis=0),
-            "max": np.max(np.stack([s["max"] for s in per_episode]), axis=0),
-            "mean": mean, "std": np.sqrt(variance), "count": np.array([int(total)], dtype=np.int64)}
+    variances = np.stack([np.asarray(s["std"]) ** 2 for s in per_episode])
+    counts = np.stack([np.asarray(s["count"]) for s in per_episode])
+    total = counts.sum(axis=0)
+    while counts.ndim < means.ndim:
+        counts = np.expand_dims(counts, axis=-1)
+    mean = (means * counts).sum(axis=0) / total
+    variance = ((variances + (means - mean) ** 2) * counts).sum(axis=0) / total
+    out = {"min": np.min(np.stack([s["min"] for s in per_episode]), axis=0),
+           "max": np.max(np.stack([s["max"] for s in per_episode]), axis=0),
+           "mean": mean, "std": np.sqrt(variance), "count": total}
+    for name in QUANTILE_NAMES:
+        if all(name in s for s in per_episode):
+            out[name] = (np.stack([s[name] for s in per_episode]) * counts).sum(axis=0) / total
+    return out
 
 
 # --- small file helpers -----------------------------------------------------------------------------------
@@ -293,12 +360,36 @@ def read_tasks(root: Path) -> list[str]:
     return [tasks[i] for i in order]
 
 
-def read_episodes_table(root: Path) -> pa.Table:
-    files = sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+def episode_files(root: Path) -> list[Path]:
+    return sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+
+
+def read_episode_rows(root: Path) -> list[dict[str, Any]]:
+    """Every row of every episodes file, in file order, as dicts, each with ``success`` (see
+    :func:`episode_success`). Read file by file: files written by different writers may type a column
+    differently (an older robot_rl stored the stats of bool features as float64, LeRobot as bool), which
+    Arrow cannot concatenate but which mean the same values."""
+    files = episode_files(root)
     if not files:
         raise DatasetError(f"{root}: no episode metadata under meta/episodes/")
-    tables = [read_parquet(f) for f in files]
-    try:
-        return pa.concat_tables(tables, promote_options="default")
-    except pa.ArrowException as exc:
-        raise DatasetError(f"{root}/meta/episodes: the episode files do not fit together ({exc})") from None
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        table = read_parquet(path)
+        try:
+            found = table.to_pylist()
+        except (pa.ArrowException, ValueError) as exc:
+            raise DatasetError(f"{path}: unreadable episodes table ({type(exc).__name__}: {exc})") from None
+        for row in found:
+            row["success"] = episode_success(row)
+        rows += found
+    return rows
+
+
+def episode_success(row: Mapping[str, Any]) -> bool:
+    """Did the episode reach its task? ``next.success`` is True from the success frame on, so its per-episode
+    max (``stats/next.success/max``, a column LeRobot writes itself) says so; datasets from before kept a
+    ``success`` column of their own, which LeRobot cannot append to. Neither: False."""
+    if row.get("success") is not None:
+        return bool(row["success"])
+    best = row.get("stats/next.success/max")
+    return bool(best[0]) if best else False

@@ -19,19 +19,22 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from robot_rl.data.lerobot_format import (
     CAMERA_DTYPES,
     CODEBASE_VERSION,
     DEFAULT_FEATURES,
     INFO_PATH,
+    QUANTILE_NAMES,
     STAT_NAMES,
     STATS_PATH,
     TASKS_PATH,
     DatasetError,
     Feature,
     arrow_type,
-    read_episodes_table,
+    episode_files,
+    read_episode_rows,
     read_parquet,
 )
 
@@ -115,9 +118,18 @@ def _check_tasks(root: Path, info: dict) -> tuple[list[str], int]:
 
 def _check_episodes(root: Path, info: dict) -> tuple[list[str], list[dict]]:
     try:
-        rows = read_episodes_table(root).to_pylist()
+        rows = read_episode_rows(root)
     except DatasetError as exc:  # names the file
         return [str(exc)], []
+    # LeRobot loads every episodes file as one table: they must agree on the columns (it fails with "column
+    # names don't match" otherwise).
+    schemas = {str(path.relative_to(root)): set(pq.read_schema(path).names) for path in episode_files(root)}
+    first_name, first = next(iter(schemas.items()))
+    for name, columns in schemas.items():
+        if columns != first:
+            problems_cols = sorted(columns ^ first)
+            return [f"{name}: columns differ from {first_name}'s in {problems_cols[:6]} (LeRobot reads every "
+                    "episodes file as one table)"], rows
     missing = [c for c in EPISODE_REQUIRED if c not in rows[0]] if rows else []
     if missing:
         return [f"meta/episodes: missing columns {missing}"], []
@@ -232,7 +244,7 @@ def _check_stats(root: Path, features: dict[str, Feature]) -> list[str]:
             problems.append(f"{STATS_PATH}: feature {key!r} lacks {absent}")
             continue
         shape = (3, 1, 1) if feature.dtype in CAMERA_DTYPES else feature.shape
-        for name in ("min", "max", "mean", "std"):
+        for name in ("min", "max", "mean", "std", *QUANTILE_NAMES):
             if np.shape(entry[name]) != shape:
                 problems.append(f"{STATS_PATH}: {key}/{name} has shape {np.shape(entry[name])}, expected {shape}")
     return problems

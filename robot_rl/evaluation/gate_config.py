@@ -75,6 +75,9 @@ class GateConfig:
         0.03, "tool-point distance to each target at the end of its segment, worst target", "m")
     reach_mean_error_max_m: float = _doc(
         0.05, "mean tool-point distance to each target over its scored ticks, worst target", "m")
+    # -- object-goal tasks --------------------------------------------------------------------------------
+    object_goal_final_error_max_m: float = _doc(
+        0.03, "the object's distance to the goal at the end of the run (panda-push's success radius)", "m")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

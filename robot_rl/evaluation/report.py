@@ -1,7 +1,8 @@
 """The sim2sim gate's report: ``report.md`` (verdict, tables, contract, thresholds) and ``report.png``.
 
 The plot overlays every simulator on the command: velocity tasks get vx, vy, yaw rate and base height;
-reach tasks get the tool point's distance to the target and its x, y, z against the target. The lead-in
+reach tasks get the tool point's distance to the target and its x, y, z against the target; object-goal tasks the
+object's distance to the goal and its x, y against the goal. The lead-in
 (ramp) is shaded, pushes are dashed vertical lines, a fall is marked with an ×.
 """
 
@@ -160,8 +161,10 @@ def plot_runs(result: GateResult, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     sc = result.scenario
-    velocity = not sc.tracks_tool_point  # a base velocity, or a tool point to its targets
-    rows = (["vx (m/s)", "vy (m/s)", "yaw rate (rad/s)", "base height (m)"] if velocity
+    moved = sc.scene is not None  # an object to its goal
+    velocity = not sc.tracks_tool_point and not moved  # a base velocity, or a tool point to its targets
+    rows = (["object distance to goal (m)", "object x (m)", "object y (m)"] if moved
+            else ["vx (m/s)", "vy (m/s)", "yaw rate (rad/s)", "base height (m)"] if velocity
             else ["tip distance to target (m)", "tip x (m)", "tip y (m)", "tip z (m)"])
     fig, axes = plt.subplots(len(rows), 1, figsize=(11, 2.3 * len(rows)), sharex=True, constrained_layout=True)
     falls = {s.simulator: s.fall for s in result.scores}
@@ -169,7 +172,11 @@ def plot_runs(result: GateResult, path: str | Path) -> Path:
     for sim, run in result.runs.items():
         rec, color = run.record, SIM_COLORS.get(sim)
         cmd = commanded(rec, sc)
-        if velocity:
+        if moved:
+            obj = run.object_pos if run.object_pos is not None else np.full((len(rec.t), 3), np.nan)
+            series = [np.array([sc.goal_distance(o, c) for o, c in zip(obj, cmd, strict=True)]), obj[:, 0], obj[:, 1]]
+            targets = [None, cmd[:, 0], cmd[:, 1]]
+        elif velocity:
             series = [rec.base_lin_vel[:, 0], rec.base_lin_vel[:, 1], run.base_ang_vel[:, 2], rec.base_pos[:, 2]]
             targets = [cmd[:, 0], cmd[:, 1], cmd[:, 2], None]
         else:
@@ -190,8 +197,8 @@ def plot_runs(result: GateResult, path: str | Path) -> Path:
         axes[3].axhline(nominal, color="gray", linewidth=0.8)
         axes[3].axhline(nominal * result.config.fall_height_fraction, color="red", linewidth=0.8, linestyle=":")
     if not velocity:
-        axes[0].axhline(result.config.reach_final_error_max_m, color="red", linewidth=0.8, linestyle=":",
-                        label="final limit")
+        limit = result.config.object_goal_final_error_max_m if moved else result.config.reach_final_error_max_m
+        axes[0].axhline(limit, color="red", linewidth=0.8, linestyle=":", label="final limit")
     for ax, label in zip(axes, rows, strict=True):
         ax.axvspan(0.0, sc.lead_in_s, color="0.9", zorder=0)
         for t_push in sc.push_times():

@@ -10,6 +10,10 @@ robots with different ramps.
   0.7 m/s). 18 s of script; with the A1's 2 s ramp, 20 s of simulated time.
 - Reach tasks (``target_x, target_y, target_z``): four targets spread over the trained box, 3 s each.
   No pushes: an arm's base is fixed.
+- Object-to-goal tasks (a task with an observation source, e.g. panda-push): the source's scene with its
+  object where the source's first layout (seed 0) puts it, that layout's goal commanded for the task's
+  episode length. One layout, because the object cannot be put back mid-run; the success rate over many
+  layouts is a benchmark's job (``benchmarks/bench_bc_push.py``).
 
 Every command is clamped into the task's trained ranges when the scenario is built, so the script never
 asks a policy for something it was not trained on (the controller would clamp it anyway, silently).
@@ -17,7 +21,7 @@ asks a policy for something it was not trained on (the controller would clamp it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,7 +31,8 @@ from robot_rl.control.deploy_loop import CommandStep, Push
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.commands import CommandSpec
 
-GateName = Literal["velocity_tracking", "reach"]  # the gates a task can name (TaskTerms.gate)
+GateName = Literal["velocity_tracking", "reach", "object_goal"]  # the gates a task can name (TaskTerms.gate)
+OBJECT_GATE_LAYOUT_SEED = 0  # the object-goal gate's layout: the source's first draw with this seed
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class Scenario:
     pushes: tuple[Push, ...]  # times after the lead-in; world-frame velocity added to the base
     lead_in_s: float  # arm → ramp → policy: the spec's ramp duration
     tracks_tool_point: bool = False  # the commands are tool-point targets: the run records the tip
+    # Object-goal gates: the simulator's scene (a hardware.sim_robot.SimScene, its object at the layout's start)
+    # and the task's distance of an object position to the goal (the command). None: no object.
+    scene: object | None = None
+    goal_distance: Callable[[np.ndarray, np.ndarray], float] | None = None
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -143,14 +152,32 @@ def reach_scenario(commands: CommandSpec, lead_in_s: float, time_scale: float = 
                     lead_in_s, tracks_tool_point=True)
 
 
+def object_goal_scenario(commands: CommandSpec, lead_in_s: float, time_scale: float = 1.0, source=None,
+                         episode_s: float = 10.0) -> Scenario:
+    """The object where ``source`` (the task's ObjectSource) lays it out first with seed
+    ``OBJECT_GATE_LAYOUT_SEED``, its goal commanded for ``episode_s``."""
+    if source is None:
+        raise ValueError("an object-goal scenario needs the task's observation source (TaskTerms.source)")
+    layout = source.sample_episode(np.random.default_rng(OBJECT_GATE_LAYOUT_SEED))
+    goal = dict(zip(commands.names, np.asarray(layout.command, dtype=float).tolist(), strict=True))
+    script = (("to the goal", episode_s, goal),)
+    return Scenario(f"object to goal: one layout (seed {OBJECT_GATE_LAYOUT_SEED})", "object_goal", commands.names,
+                    _back_to_back(commands, script, time_scale), (), lead_in_s,
+                    scene=source.scene_at(np.asarray(layout.cube_xy)), goal_distance=source.goal_distance)
+
+
 # The gate's scenario of each gate a task can name (TaskTerms.gate).
-SCENARIOS = {"velocity_tracking": velocity_scenario, "reach": reach_scenario}
+SCENARIOS = {"velocity_tracking": velocity_scenario, "reach": reach_scenario, "object_goal": object_goal_scenario}
 
 
-def scenario_for(gate: str | None, commands: CommandSpec, spec: RobotSpec, time_scale: float = 1.0) -> Scenario:
-    """The scenario of the gate a task names (its ``terms.gate``), with the robot's ramp as lead-in."""
+def scenario_for(gate: str | None, commands: CommandSpec, spec: RobotSpec, time_scale: float = 1.0,
+                 source=None, episode_s: float = 10.0) -> Scenario:
+    """The scenario of the gate a task names (its ``terms.gate``), with the robot's ramp as lead-in; an
+    object-goal gate also takes the task's observation ``source`` and episode length."""
     if time_scale <= 0:
         raise ValueError(f"time_scale must be positive, got {time_scale!r}")
     if gate not in SCENARIOS:
         raise ValueError(f"no sim2sim scenario for gate {gate!r} (known: {', '.join(SCENARIOS)})")
+    if gate == "object_goal":
+        return object_goal_scenario(commands, spec.safety.ramp_duration_s, time_scale, source, episode_s)
     return SCENARIOS[gate](commands, spec.safety.ramp_duration_s, time_scale)

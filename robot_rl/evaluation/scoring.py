@@ -87,6 +87,7 @@ class SimRun:
     step_compute_s: np.ndarray  # (T,) wall time inside runtime.step
     setup_s: float = 0.0
     tip_pos: np.ndarray | None = None  # (T, 3) reach tasks: tool point in the base frame
+    object_pos: np.ndarray | None = None  # (T, 3) object-goal tasks: the scene's object in the base frame
 
 
 @dataclass
@@ -315,7 +316,19 @@ def reach_checks(run: SimRun, scenario: Scenario, command: np.ndarray, mask: np.
     return {}, {}, reach, checks
 
 
-GATE_CHECKS: dict[str, GateChecks] = {"velocity_tracking": velocity_checks, "reach": reach_checks}
+def object_goal_checks(run: SimRun, scenario: Scenario, command: np.ndarray, mask: np.ndarray,
+                       config: GateConfig) -> tuple:
+    """Object to goal: the object's distance to the commanded goal (the task's own measure) at the end."""
+    if run.object_pos is None or scenario.goal_distance is None or not len(run.object_pos):
+        raise ValueError("an object-goal scenario needs the object's trajectory (SimRun.object_pos)")
+    final = float(scenario.goal_distance(run.object_pos[-1], command[-1]))
+    start = float(scenario.goal_distance(run.object_pos[0], command[-1]))
+    return {}, {}, (), [Check("object distance to goal at the end", final, config.object_goal_final_error_max_m,
+                              "m", f"{100 * start:.1f} cm at the start")]
+
+
+GATE_CHECKS: dict[str, GateChecks] = {"velocity_tracking": velocity_checks, "reach": reach_checks,
+                                      "object_goal": object_goal_checks}
 
 
 def score_run(run: SimRun, scenario: Scenario, spec: RobotSpec, config: GateConfig) -> SimScore:

@@ -92,17 +92,22 @@ class _TimedRuntime:
 
 
 class _StateProbe:
-    """The simulated robot, keeping the gyro of every state the loop reads (the run record has none)."""
+    """The simulated robot, keeping the gyro of every state the loop reads (the run record has none), and the
+    scene's object with it when there is one."""
 
     def __init__(self, robot: SimRobot, capacity: int):
         self._robot = robot
         self.gyro = np.full((capacity, 3), np.nan)
+        self.object_pos = np.full((capacity, 3), np.nan)
         self._k = 0
 
     def read(self) -> RobotState:
         state = self._robot.read()
         if self._k < len(self.gyro):
             self.gyro[self._k] = state.base_ang_vel
+            found = self._robot.object_position()
+            if found is not None:
+                self.object_pos[self._k] = found
         self._k += 1
         return state
 
@@ -152,7 +157,8 @@ def run_simulator(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, si
     start = time.perf_counter()
     capacity = round(scenario.total_s / spec.timing.policy_period_s) + 1
     timed = _TimedRuntime(make_runtime(), capacity)
-    with SimRobot(spec, simulator) as robot:
+    with SimRobot(spec, simulator, scene=scenario.scene) as robot:
+        timed.observe_objects(robot)  # an object-goal task's policy observes the scene's object
         probe = _StateProbe(robot, capacity)
         setup_s = time.perf_counter() - start
         with _gc_paused():
@@ -160,7 +166,8 @@ def run_simulator(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, si
                               commands=scenario.command_steps(), pushes=scenario.loop_pushes())
     n = record.ticks
     tip = tool_points(spec, record.q) if scenario.tracks_tool_point else None
-    return SimRun(simulator, record, probe.gyro[:n], timed.compute_s[:n], setup_s, tip)
+    objects = probe.object_pos[:n] if scenario.scene is not None else None
+    return SimRun(simulator, record, probe.gyro[:n], timed.compute_s[:n], setup_s, tip, objects)
 
 
 @dataclass
@@ -230,7 +237,7 @@ def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequen
     task = make_task(found.provenance.task)
     spec = load_robot(found.robot)
     DeployRuntime.load(spec.name, policy)  # refuse a contract mismatch before any simulator starts
-    scenario = scenario_for(task.terms.gate, task.commands, spec, time_scale)
+    scenario = scenario_for(task.terms.gate, task.commands, spec, time_scale, task.terms.source, task.episode_length_s)
     config = config or GateConfig()
     scores, runs = evaluate(lambda: DeployRuntime.load(spec.name, policy), spec, scenario, simulators, config, console)
     return GateResult(spec, task.name, scenario, config, scores, runs, command, str(policy), found,

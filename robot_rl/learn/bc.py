@@ -19,10 +19,12 @@ into the exported graph (``normalizer_baked_in``), which maps raw observations t
 
 Action chunking (``chunk = k > 1``): the network predicts the next k actions ``a_t … a_{t+k−1}`` from
 ``o_t`` (targets past an episode's end repeat its last action: the demos end holding still). Predicting a
-chunk regularizes the network towards temporally consistent motion (ACT, Zhao et al. 2023). At deploy the
-exported graph outputs the *first* action of the chunk and the runtime re-plans every tick (receding
-horizon). Temporal ensembling — averaging the overlapping predictions of the last k chunks — needs state
-across ticks, and the policy contract's graph is stateless with one action out; it is not done here.
+chunk regularizes the network towards temporally consistent motion (ACT, Zhao et al. 2023). The exported
+graph outputs the whole chunk, (batch, k, A), and the contract's ``chunk`` field (length, how to consume it)
+tells the deploy controller what to do with it: temporal ensembling by default — every tick a new chunk,
+the executed action the exponentially weighted mean of the k predictions made for this tick
+(:mod:`robot_rl.control.action_chunks`) — or the first action (receding horizon). Chunk 1 exports the
+one-action contract of old.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -42,6 +45,13 @@ from robot_rl.tasks.registry import make_task
 from robot_rl.tasks.task import TaskCfg
 from robot_rl.tasks.task_observation import observation_names
 
+ChunkConsume = Literal["temporal_ensemble", "first_action"]
+# ACT's weights w_i = exp(−m·i), i = 0 the oldest prediction. ACT uses m = 0.01 (older ones weigh slightly more);
+# on panda-push (chunk 10, 50 Hz, three demo seeds, 100 layouts) that lags on the weakest demo seed (65 % in
+# MuJoCo); m = −0.2 (newer predictions weigh a little more, all ten still average) gives 83 / 88 / 72 % in MuJoCo
+# and keeps PyBullet's; m = −0.5 helps MuJoCo more and costs PyBullet; the first action alone is worse (MuJoCo)
+# (benchmarks/results/RESULTS_bc_push.md).
+DEFAULT_ENSEMBLE_M = -0.2
 STD_FLOOR = 1e-3  # a feature that never varies in the demos (the cube's height) is scaled as if it did a little
 
 
@@ -147,11 +157,12 @@ class Anchor:
 
 
 def build_modules(obs_mean, obs_std, out_mean, out_std, num_actions: int, chunk: int, hidden: tuple[int, ...],
-                  anchor: Anchor | None, linear_skip: bool = False):
+                  anchor: Anchor | None, linear_skip: bool = False, whole_chunk: bool = False):
     """(obs normalizer, MLP, deploy head).
 
     The MLP maps normalized observations to a normalized chunk (B, chunk·A). The deploy head wraps it:
-    normalized observation → the chunk's first action, de-normalized, plus the anchor (the current joints,
+    normalized observation → the chunk's first action (``whole_chunk``: every action of the chunk,
+    (B, chunk, A), for a contract with a chunk field), de-normalized, plus the anchor (the current joints,
     read back from the observation) in residual mode — raw action units, what the ONNX graph returns.
     """
     torch = _torch()
@@ -201,10 +212,14 @@ def build_modules(obs_mean, obs_std, out_mean, out_std, num_actions: int, chunk:
                 buffer(self, "anchor_std", obs_std[sl])
 
         def forward(self, x):
-            action = self.mlp(x)[:, :num_actions] * self.out_std + self.out_mean
+            if whole_chunk:  # out_mean/std are per joint, shared by every step of the chunk
+                action = self.mlp(x).reshape(-1, chunk, num_actions) * self.out_std + self.out_mean
+            else:
+                action = self.mlp(x)[:, :num_actions] * self.out_std + self.out_mean
             if anchor is not None:
                 q_obs = x[:, anchor.start : anchor.start + anchor.size] * self.anchor_std + self.anchor_mean
-                action = action + q_obs * anchor.to_action
+                q_obs = q_obs * anchor.to_action
+                action = action + (q_obs[:, None, :] if whole_chunk else q_obs)
             return action
 
     return ObsNormalizer(), mlp, FirstActionHead()
@@ -224,9 +239,10 @@ class BCResult:
 
 
 def fit_bc(demos: DemoArrays, chunk: int, epochs: int, seed: int, cfg: BCConfig, anchor: Anchor | None = None,
-           progress: bool = True, obs_names: tuple[str, ...] | None = None):
+           progress: bool = True, obs_names: tuple[str, ...] | None = None, whole_chunk: bool = False):
     """Train; returns (obs normalizer, deploy head, train loss, val loss or None). Losses are mean squared
-    errors of the normalized (residual, with ``anchor``) chunk."""
+    errors of the normalized (residual, with ``anchor``) chunk. ``whole_chunk``: the head returns the chunk
+    (see ``build_modules``)."""
     torch = _torch()
     torch.manual_seed(seed)
     # Small MLP, small batches: one thread is faster than the default pool's synchronization (and leaves
@@ -237,13 +253,13 @@ def fit_bc(demos: DemoArrays, chunk: int, epochs: int, seed: int, cfg: BCConfig,
         noise = np.full(demos.obs.shape[1], cfg.obs_noise, dtype=np.float32)
         for term, std in cfg.term_noise if obs_names is not None else ():
             noise[[i for i, name in enumerate(obs_names) if name.split(".")[0].split("[")[0] == term]] = std
-        return _fit(torch, demos, chunk, epochs, seed, cfg, anchor, progress, noise)
+        return _fit(torch, demos, chunk, epochs, seed, cfg, anchor, progress, noise, whole_chunk)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit(torch, demos: DemoArrays, chunk: int, epochs: int, seed: int, cfg: BCConfig, anchor: Anchor | None,
-         progress: bool, noise: np.ndarray):
+         progress: bool, noise: np.ndarray, whole_chunk: bool = False):
     rng = np.random.default_rng(seed)
     n, _, n_actions = demos.targets.shape
     if demos.targets.shape[1] != chunk:
@@ -259,7 +275,7 @@ def _fit(torch, demos: DemoArrays, chunk: int, epochs: int, seed: int, cfg: BCCo
     out_mean = np.tile(per_joint.mean(0), chunk)
     out_std = np.tile(np.maximum(per_joint.std(0), STD_FLOOR), chunk)
     normalizer, mlp, head = build_modules(obs_mean, obs_std, out_mean, out_std, n_actions, chunk, cfg.hidden, anchor,
-                                          cfg.linear_skip)
+                                          cfg.linear_skip, whole_chunk)
 
     def tensors(mask):
         x = torch.as_tensor((demos.obs[mask] - obs_mean) / obs_std, dtype=torch.float32)
@@ -302,7 +318,8 @@ def _fit(torch, demos: DemoArrays, chunk: int, epochs: int, seed: int, cfg: BCCo
 
 def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epochs: int = 200, chunk: int = 1,
              seed: int = 0, residual: bool = False, eval_episodes: int = 0,
-             eval_simulator: SimulatorName = "mujoco") -> int:
+             eval_simulator: SimulatorName = "mujoco", consume: ChunkConsume = "temporal_ensemble",
+             ensemble_m: float = DEFAULT_ENSEMBLE_M) -> int:
     """Train a BC policy on a LeRobot dataset and export ``<out>/policy.onnx`` with the task's contract.
 
     Args:
@@ -310,15 +327,19 @@ def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epoch
         task: the task the demos are for; sets the observation layout, action and contract.
         out: output directory (policy.onnx, bc.json).
         epochs: passes over the training frames.
-        chunk: actions predicted per observation (1: plain BC; > 1: action chunking, first action executed).
+        chunk: actions predicted per observation (1: plain BC; > 1: action chunking, the whole chunk exported
+            with a ``chunk`` field in the contract, consumed by the controller as ``consume`` says).
         seed: torch / split seed.
         residual: predict the motion relative to the current joints instead of the absolute action (see the
             module docstring for why it is not the default).
         eval_episodes: if > 0, run this many fresh episodes through the deploy runtime and record the success
             rate in the policy's provenance metrics and bc.json.
         eval_simulator: simulator for that evaluation.
+        consume: how the deploy controller turns chunks into actions: "temporal_ensemble" (ACT) or
+            "first_action" (receding horizon). Ignored for chunk 1.
+        ensemble_m: ACT's m in the ensemble weights w_i = exp(−m·i), i = 0 the oldest prediction.
     """
-    from robot_rl.policy.contract import contract_for_task
+    from robot_rl.policy.contract import ChunkContract, contract_for_task
     from robot_rl.policy.export import collect_provenance, export_onnx
 
     positive(epochs=epochs, chunk=chunk)
@@ -329,20 +350,25 @@ def train_bc(dataset: str, task: str = "panda-push", out: str = "runs/bc", epoch
     start = time.perf_counter()
     cfg = BCConfig()
     anchor = Anchor.for_task(cfg_task, spec.num_joints) if residual else None
+    chunk_contract = ChunkContract(chunk, consume, float(ensemble_m)) if chunk > 1 else None
     normalizer, head, train_loss, val_loss = fit_bc(demos, chunk, epochs, seed, cfg, anchor,
-                                                    obs_names=observation_names(cfg_task, spec))
+                                                    obs_names=observation_names(cfg_task, spec),
+                                                    whole_chunk=chunk_contract is not None)
     train_s = time.perf_counter() - start
     out_dir = Path(out)
     path = out_dir / "policy.onnx"
     notes = {"algorithm": "bc", "dataset": str(dataset), "chunk": chunk, "epochs": epochs, "residual": residual,
              "hidden": list(cfg.hidden), "obs_noise": cfg.obs_noise,
              "term_noise": dict(cfg.term_noise)}
+    if chunk_contract is not None:
+        notes |= {"chunk_consume": consume, "ensemble_m": float(ensemble_m)}
     metrics = {"train_loss": train_loss} | ({"val_loss": val_loss} if val_loss is not None else {})
 
     def export(metrics: dict[str, float]) -> None:
         provenance = collect_provenance(task, seed=seed, iterations=epochs, env_steps=len(demos.obs),
                                         metrics=metrics, notes=notes)
-        export_onnx(head, normalizer, contract_for_task(cfg_task, spec, provenance), path, seed=seed)
+        export_onnx(head, normalizer, contract_for_task(cfg_task, spec, provenance, chunk=chunk_contract), path,
+                    seed=seed)
 
     export(metrics)
     result = BCResult(str(path), len(demos.obs), len(np.unique(demos.episode)), chunk, epochs, residual, train_loss,

@@ -18,8 +18,11 @@ Recorded per running tick (:func:`demo_features`: the teleop recorder's usual fe
 - ``action`` — the label: the joint position action the expert chose for the tick's state, in the task's
   ``JointPositionAction`` space: ``(q_target − default) / scale`` before the safety chain (which then acts
   on a policy's output exactly as it acted on the teleop's).
-- ``action.executed`` — the action actually sent: equal to ``action`` (the column stays for datasets recorded
-  with DART noise on the executed action, since removed: ``benchmarks/results/RESULTS_bc_push.md``).
+- ``executed_action`` — the action actually sent: equal to ``action`` (the column stays for datasets recorded
+  with DART noise on the executed action, since removed: ``benchmarks/results/RESULTS_bc_push.md``). Not
+  named ``action.…``: LeRobot treats every feature whose name starts with ``action`` as a policy output, and
+  would normalize and predict it. Datasets recorded before the rename call it ``action.executed``
+  (:func:`executed_action` reads either).
 - ``teleop.command`` — the expert's normalized device command.
 
 Layouts: drawn independently per attempt by default, as the evaluation draws them; ``layouts="stratified"``
@@ -56,7 +59,16 @@ if TYPE_CHECKING:
     from robot_rl.teleop.recorder import EpisodeRecorder
 
 TASK_TEXT = TASK_TEXTS[panda_push.NAME]  # the scripted expert knows this one task
-EXECUTED_ACTION = "action.executed"  # the action sent to the robot; ``action`` is the expert's label
+EXECUTED_ACTION = "executed_action"  # the action sent to the robot; ``action`` is the expert's label
+LEGACY_EXECUTED_ACTION = "action.executed"  # its name before LeRobot compatibility (see the module docstring)
+
+
+def executed_action(episode: dict[str, np.ndarray]) -> np.ndarray:
+    """An episode's executed actions (``LeRobotDataset.episode``), under the current name or the old one."""
+    for key in (EXECUTED_ACTION, LEGACY_EXECUTED_ACTION):
+        if key in episode:
+            return episode[key]
+    raise KeyError(f"the episode has no executed actions ({EXECUTED_ACTION!r}); it has {sorted(episode)}")
 
 
 @dataclass

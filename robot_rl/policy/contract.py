@@ -111,6 +111,35 @@ class ActionContract:
 
 
 @dataclass(frozen=True)
+class ChunkContract:
+    """An action-chunking policy (ACT, Zhao et al. 2023): the graph maps one observation to the next
+    ``length`` actions ``a_t … a_{t+length−1}``, output shape (batch, length, num_actions).
+
+    How the controller turns chunks into one action per tick (``consume``):
+
+    - ``"temporal_ensemble"``: a new chunk every tick; the action for tick t is the weighted mean of every
+      prediction made for t by the last ``length`` chunks, ``w_i = exp(−ensemble_m · i)`` with i = 0 the
+      oldest prediction (ACT's exponential weighting: m > 0 favours older predictions, m = 0 is a plain
+      mean, m < 0 favours newer ones). The average smooths the chunk-to-chunk jumps a one-shot prediction
+      makes.
+    - ``"first_action"``: a new chunk every tick, its first action executed (receding horizon).
+
+    A contract without a chunk (``PolicyContract.chunk`` None, every file exported before it existed) is a
+    policy with one action out, shape (batch, num_actions).
+    """
+
+    length: int
+    consume: Literal["temporal_ensemble", "first_action"] = "temporal_ensemble"
+    ensemble_m: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 1:
+            raise ContractError(f"chunk.length must be an integer ≥ 1, got {self.length!r}")
+        if not math.isfinite(self.ensemble_m):
+            raise ContractError(f"chunk.ensemble_m must be finite, got {self.ensemble_m!r}")
+
+
+@dataclass(frozen=True)
 class CommandContract:
     names: tuple[str, ...]
     ranges: tuple[tuple[float, float], ...]
@@ -152,6 +181,10 @@ class PolicyContract:
     input: TensorContract
     output: TensorContract
     provenance: Provenance = field(default_factory=Provenance)
+    # Action chunking (see ChunkContract); None: one action per observation. The runtime does not expect a
+    # chunk length: it is the model's choice, and the controller adapts to it (only the output shape must
+    # agree with it). Omitted from the JSON when None, so such contracts read as they always have.
+    chunk: ChunkContract | None = None
 
     @property
     def num_actions(self) -> int:
@@ -160,6 +193,11 @@ class PolicyContract:
     @property
     def obs_dim(self) -> int:
         return self.observation.dim
+
+    def with_chunk(self, chunk: ChunkContract | None) -> PolicyContract:
+        """This contract for a model that predicts ``chunk`` (None: one action); the output shape follows."""
+        return dataclasses.replace(self, chunk=chunk, output=dataclasses.replace(
+            self.output, shape=output_shape(self.num_actions, chunk)))
 
     def with_more_history(self, extra: int) -> PolicyContract:
         """This contract with every observation term ``extra`` frames longer: what a base + residual file that
@@ -216,6 +254,8 @@ class PolicyContract:
     def to_json(self) -> str:
         """Stable JSON: keys in field order, provenance dicts sorted, floats as exact repr."""
         plain = to_plain(self)
+        if plain["chunk"] is None:
+            del plain["chunk"]  # older readers refuse unknown keys: a chunk-less contract stays as it was
         plain["provenance"]["metrics"] = dict(sorted(plain["provenance"]["metrics"].items()))
         plain["provenance"]["notes"] = dict(sorted(plain["provenance"]["notes"].items()))
         try:
@@ -243,6 +283,11 @@ class PolicyContract:
             return build(cls, data, source)
         except ConfigError as exc:
             raise ContractError(str(exc)) from None
+
+
+def output_shape(num_actions: int, chunk: ChunkContract | None) -> tuple[int | str, ...]:
+    """The graph's output shape: (batch, num_actions), or (batch, length, num_actions) for a chunk."""
+    return (BATCH_DIM, num_actions) if chunk is None else (BATCH_DIM, chunk.length, num_actions)
 
 
 # Older schema version → function upgrading its dict by one version. Empty: version 1 is the first.
@@ -328,7 +373,9 @@ def compare_contracts(found: PolicyContract, expected: PolicyContract, check_spe
     else:
         c.found.append(Mismatch("commands.ranges", found.commands.ranges, expected.commands.ranges, "task"))
 
-    for label, ft, et in (("input", found.input, expected.input), ("output", found.output, expected.output)):
+    # The chunk is the model's to choose; the output shape it implies is checked against the runtime's actions.
+    expected_output = dataclasses.replace(expected.output, shape=output_shape(expected.num_actions, found.chunk))
+    for label, ft, et in (("input", found.input, expected.input), ("output", found.output, expected_output)):
         c.value(f"{label}.name", ft.name, et.name, "runtime")
         c.value(f"{label}.shape", ft.shape, et.shape, "runtime")
         c.value(f"{label}.dtype", ft.dtype, et.dtype, "runtime")
@@ -363,9 +410,11 @@ def layout_for_policy(layout: ObservationLayout, contract: PolicyContract) -> Ob
 
 
 def contract_for_task(
-    task: TaskCfg, spec: RobotSpec | None = None, provenance: Provenance | None = None
+    task: TaskCfg, spec: RobotSpec | None = None, provenance: Provenance | None = None,
+    chunk: ChunkContract | None = None,
 ) -> PolicyContract:
-    """The contract of a policy trained on ``task`` (its actor observations, commands and action).
+    """The contract of a policy trained on ``task`` (its actor observations, commands and action), predicting
+    ``chunk`` (None: one action per observation).
 
     ``spec`` defaults to the task's robot; a spec of another robot is refused. The provenance's task name
     defaults to the task's.
@@ -376,4 +425,5 @@ def contract_for_task(
     provenance = provenance if provenance is not None else Provenance()
     if not provenance.task:
         provenance = dataclasses.replace(provenance, task=task.name)
-    return PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action, provenance=provenance)
+    contract = PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action, provenance=provenance)
+    return contract.with_chunk(chunk) if chunk is not None else contract

@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.errors import RobotRLError
-from robot_rl.policy.contract import BATCH_DIM, GRAPH_DIGEST_KEY, METADATA_KEY, PolicyContract, Provenance
+from robot_rl.policy.contract import (
+    BATCH_DIM,
+    GRAPH_DIGEST_KEY,
+    METADATA_KEY,
+    PolicyContract,
+    Provenance,
+    output_shape,
+)
 from robot_rl.policy.onnx_policy import PolicyLoadError, graph_digest, load_policy
 from robot_rl.robots.spec import checkout_root
 
@@ -121,9 +128,10 @@ def _raw_obs_module(actor, obs_normalizer):
 
 def _check_dimensions(module, contract: PolicyContract) -> None:
     torch = _torch()
-    for t, dim in ((contract.input, contract.obs_dim), (contract.output, contract.num_actions)):
-        if tuple(t.shape) != (BATCH_DIM, dim):
-            raise ExportError(f"contract {t.name!r} shape {list(t.shape)} is not [{BATCH_DIM!r}, {dim}]")
+    out_shape = output_shape(contract.num_actions, contract.chunk)
+    for t, shape in ((contract.input, (BATCH_DIM, contract.obs_dim)), (contract.output, out_shape)):
+        if tuple(t.shape) != shape:
+            raise ExportError(f"contract {t.name!r} shape {list(t.shape)} is not {list(shape)}")
     probe = torch.zeros(2, contract.obs_dim)
     try:
         with torch.no_grad():
@@ -133,10 +141,11 @@ def _check_dimensions(module, contract: PolicyContract) -> None:
             f"the actor does not accept observations of width {contract.obs_dim} (the contract's obs_dim): "
             f"{str(exc).splitlines()[0]}"
         ) from None
-    if tuple(out.shape) != (2, contract.num_actions):
+    if tuple(out.shape) != (2, *out_shape[1:]):
         raise ExportError(
             f"the actor maps (2, {contract.obs_dim}) observations to {tuple(out.shape)}; the contract expects "
-            f"(2, {contract.num_actions}) (one action per joint of {contract.robot!r})"
+            f"{(2, *out_shape[1:])} (one action per joint of {contract.robot!r}"
+            f"{f', {contract.chunk.length} per chunk' if contract.chunk is not None else ''})"
         )
 
 

@@ -57,7 +57,8 @@ class PolicyLoadError(RobotRLError, RuntimeError):
 
 
 class Policy(Protocol):
-    """What the controller runs: a contract and a raw-observation → raw-action function."""
+    """What the controller runs: a contract and a raw-observation → raw-action function (raw-action chunk,
+    (length, num_actions), when the contract has a ``chunk``)."""
 
     contract: PolicyContract
 
@@ -232,7 +233,10 @@ class OnnxPolicy:
         # binding to preallocated buffers beats ``run`` with a feed dict at p50, and at p99 too (no output
         # allocation). Passing a RunOptions to ``run_with_iobinding`` costs more than the inference itself: don't.
         self._obs_buffer = np.zeros(self._obs_shape, dtype=np.float32)
-        self._action_buffer = np.zeros((1, self.num_actions), dtype=np.float32)
+        # A chunking policy (contract.chunk) returns (1, length, num_actions): the controller ensembles them.
+        self.chunk_length = contract.chunk.length if contract.chunk is not None else None
+        out_shape = (1, self.num_actions) if self.chunk_length is None else (1, self.chunk_length, self.num_actions)
+        self._action_buffer = np.zeros(out_shape, dtype=np.float32)
         self._binding = session.io_binding()
         self._binding.bind_input(self._input_name, "cpu", 0, np.float32, list(self._obs_shape),
                                  self._obs_buffer.ctypes.data)
@@ -240,7 +244,8 @@ class OnnxPolicy:
                                   self._action_buffer.ctypes.data)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        """Raw (1, obs_dim) float32 observation → raw (num_actions,) action (before scale/clip/offset).
+        """Raw (1, obs_dim) float32 observation → raw (num_actions,) action (before scale/clip/offset); a
+        chunking policy returns its chunk, (length, num_actions).
 
         The returned array is this policy's output buffer, overwritten by the next call: copy it to keep it.
         Not thread-safe (one buffer pair per policy).
@@ -255,7 +260,8 @@ class OnnxPolicy:
         return self._action_buffer[0]
 
     def act_batch(self, obs: np.ndarray) -> np.ndarray:
-        """(N, obs_dim) → (N, num_actions), for evaluating many envs at once (the batch dim is dynamic)."""
+        """(N, obs_dim) → (N, num_actions) (chunks: (N, length, num_actions)), for evaluating many envs at once
+        (the batch dim is dynamic)."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"policy {self.path}: expected observations of shape (N, {self.obs_dim}), got {obs.shape}")

@@ -244,4 +244,4 @@ def reach(tolerance_m: float) -> TaskTerms:
 
 def push(source: ObjectSource) -> TaskTerms:
     return TaskTerms("push", "demos", reward_inputs=(object_and_tool,), metrics=(ObjectGoalMetric(source),),
-                     source=source, uses_tool=True)
+                     source=source, uses_tool=True, gate="object_goal")

@@ -112,11 +112,17 @@ def test_stats_cover_every_frame(recorded):
     root, episodes = recorded
     stats = LeRobotDataset(root).stats
     state = np.concatenate([e["observation.state"] for e in episodes]).astype(np.float64)
-    np.testing.assert_allclose(stats["observation.state"]["mean"], state.mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(stats["observation.state"]["std"], state.std(axis=0), rtol=1e-9)
+    # Moments in the data's dtype, as LeRobot computes them: float32 here.
+    np.testing.assert_allclose(stats["observation.state"]["mean"], state.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(stats["observation.state"]["std"], state.std(axis=0), rtol=1e-5)
     np.testing.assert_array_equal(stats["observation.state"]["min"], state.min(axis=0))
     assert stats["index"]["count"].tolist() == [sum(LENGTHS)]
     assert stats["observation.images.front"]["mean"].shape == (3, 1, 1)
+    # Quantiles (LeRobot's quantile normalization needs them): ordered, inside [min, max] up to the histogram's pad.
+    q = np.stack([stats["observation.state"][name] for name in ("q01", "q10", "q50", "q90", "q99")])
+    assert np.all(np.diff(q, axis=0) >= 0)
+    assert np.all(q >= state.min(axis=0) - 1e-6) and np.all(q <= state.max(axis=0) + 1e-6)
+    assert stats["observation.images.front"]["q50"].shape == (3, 1, 1)
 
 
 def test_a_recorded_dataset_validates(recorded, capsys):
@@ -336,3 +342,71 @@ def test_a_binary_info_json_is_named(recorded):
     with pytest.raises(DatasetError, match=r"meta/info\.json: not valid JSON"):
         LeRobotDataset(root)
     assert any("meta/info.json: not valid JSON" in p for p in validate_dataset(root))
+
+
+# --- what LeRobot writes and reads: the episodes table, appends, and datasets of older robot_rl -----------------
+
+def test_the_episodes_table_is_lerobots(recorded):
+    """LeRobot's columns in LeRobot's order, with its types: its reader loads all episodes files as one table."""
+    from robot_rl.data.lerobot_format import EPISODE_COLUMNS, STAT_NAMES
+
+    root, _ = recorded
+    table = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet")
+    features = LeRobotDataset(root).features
+    stats = [f"stats/{k}/{s}" for k in features for s in STAT_NAMES]
+    assert table.column_names == [*EPISODE_COLUMNS, *stats, "meta/episodes/chunk_index", "meta/episodes/file_index"]
+    types = table.schema
+    assert types.field("stats/next.done/min").type == pa.list_(pa.bool_())  # bool stays bool
+    assert types.field("stats/index/max").type == pa.list_(pa.int64())  # int stays int
+    assert types.field("stats/observation.state/min").type == pa.list_(pa.float64())
+    assert types.field("stats/observation.state/q99").type == pa.list_(pa.float64())
+    assert types.field("stats/action/count").type == pa.list_(pa.int64())
+
+
+def test_an_append_starts_new_files_and_leaves_the_first_writers_alone(recorded):
+    root, _ = recorded
+    first = {p: p.read_bytes() for p in (root / "data/chunk-000/file-000.parquet",
+                                         root / "meta/episodes/chunk-000/file-000.parquet")}
+    writer = LeRobotDatasetWriter(root, fps=50, features=FEATURES, robot_type="panda")
+    writer.add_episode(_episode(np.random.default_rng(3), 4), "push the cube", success_frame=2)
+    writer.add_episode(_episode(np.random.default_rng(4), 2), "push the cube")
+    assert all(path.read_bytes() == data for path, data in first.items())  # as LeRobot does when it resumes
+    second = pq.read_table(root / "meta/episodes/chunk-000/file-001.parquet")
+    assert second.column("episode_index").to_pylist() == [3, 4]
+    assert pq.read_table(root / "data/chunk-000/file-001.parquet").num_rows == 6
+    ds = LeRobotDataset(root)
+    assert [e["success"] for e in ds.episodes] == [True, False, True, True, False]
+    assert validate_dataset(root) == []
+
+
+def test_a_dataset_of_an_older_robot_rl_reads_and_takes_appends(recorded):
+    """Older robot_rl: a ``success`` column of its own, bool/int stats stored as float64. Appending after it
+    (as LeRobot or this writer does) gives episodes files that Arrow cannot concatenate; the reader reads them
+    file by file, and the validator says why LeRobot would refuse the mix."""
+    root, _ = recorded
+    path = root / "meta/episodes/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    for i, field in enumerate(table.schema):
+        if field.name.startswith("stats/") and field.type in (pa.list_(pa.bool_()), pa.list_(pa.int64())):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.list_(pa.float64())))
+    pq.write_table(table.append_column("success", pa.array([False, True, False])), path)  # its own column wins
+    writer = LeRobotDatasetWriter(root, fps=50, features=FEATURES, robot_type="panda")
+    writer.add_episode(_episode(np.random.default_rng(5), 3), "push the cube", success_frame=1)
+    with pytest.raises(pa.ArrowException):
+        pa.concat_tables([pq.read_table(p) for p in sorted(root.glob("meta/episodes/*/*.parquet"))],
+                         promote_options="default")
+    ds = LeRobotDataset(root)
+    assert [e["success"] for e in ds.episodes] == [False, True, False, True]
+    assert ds.episode(3)["next.success"].tolist() == [False, True, True]
+    problems = validate_dataset(root)
+    assert len(problems) == 1 and "meta/episodes/chunk-000/file-001.parquet: columns differ" in problems[0]
+    assert "['success']" in problems[0]
+
+
+def test_appending_to_an_episodes_table_without_file_indices_is_one_line(recorded):
+    root, _ = recorded
+    path = root / "meta/episodes/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["data/file_index"]), path)
+    with pytest.raises(DatasetError, match=r"meta/episodes: the last episode has no valid file indices") as info:
+        LeRobotDatasetWriter(root, fps=50, features=FEATURES, robot_type="panda")
+    assert "\n" not in str(info.value)

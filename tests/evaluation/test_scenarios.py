@@ -72,3 +72,18 @@ def test_bad_scenarios_are_refused():
         scenario_for("dance", make_task("a1-flat").commands, A1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="target_x"):
         scenario_for("reach", make_task("a1-flat").commands, A1)
+
+
+def test_object_goal_scenario_for_panda_push_lays_out_the_cube_and_commands_its_goal():
+    task = make_task("panda-push")
+    panda = load_robot("panda")
+    sc = scenario_for(task.terms.gate, task.commands, panda, source=task.terms.source,
+                      episode_s=task.episode_length_s)
+    layout = task.terms.source.sample_episode(np.random.default_rng(0))
+    assert sc.gate == "object_goal" and sc.pushes == () and len(sc.segments) == 1
+    assert sc.script_s == pytest.approx(task.episode_length_s)
+    np.testing.assert_allclose(sc.segments[0].command, layout.command)
+    assert sc.scene is not None and sc.scene.tracked is not None
+    assert sc.goal_distance(np.r_[layout.command, 0.0], layout.command) == 0.0
+    with pytest.raises(ValueError, match="needs the task's observation source"):
+        scenario_for("object_goal", task.commands, panda)

@@ -123,3 +123,28 @@ def test_cli_function_with_tyro_writes_the_report_and_returns_1(untrained_a1_pol
     assert "--simulators mujoco" in report and f"--config {config}" in report and "pybullet" not in report.split(
         "## Policy contract")[0]
     assert (out / "report.png").stat().st_size > 10_000 and (out / "gate.json").is_file()
+
+
+def test_object_goal_gate_scores_the_objects_final_distance_to_the_goal(tmp_path):
+    """panda-push's gate: the cube's scene in each simulator, the policy observing it; a policy that holds
+    the default pose leaves the cube where it is, 10 cm and more from the goal: it fails that check only."""
+    import torch
+
+    from robot_rl.policy import collect_provenance, contract_for_task, export_onnx
+
+    task = make_task("panda-push")
+    contract = contract_for_task(task, provenance=collect_provenance("panda-push", seed=0))
+    hold = torch.nn.Linear(contract.obs_dim, contract.num_actions)
+    with torch.no_grad():
+        hold.weight.zero_()
+        hold.bias.zero_()  # action 0: the default pose
+    export_onnx(hold, None, contract, tmp_path / "hold.onnx")
+    result = policy_gate(tmp_path / "hold.onnx", time_scale=0.2)
+    for score in result.scores:
+        checks = {c.name: c for c in score.checks}
+        final = checks["object distance to goal at the end"]
+        assert not final.passed and final.value > 0.09, score  # the cube never moved towards the goal
+        assert checks["falls"].passed and checks["safety interventions per tick"].passed
+    assert not result.passed
+    for sim, run in result.runs.items():
+        assert run.object_pos is not None and np.all(np.isfinite(run.object_pos)), sim

@@ -5,7 +5,7 @@ import pytest
 
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_validate import validate_dataset
-from robot_rl.learn.demos import EXECUTED_ACTION, TASK_TEXT, collect_demos
+from robot_rl.learn.demos import EXECUTED_ACTION, TASK_TEXT, collect_demos, executed_action
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 from robot_rl.tasks.task_observation import observation_names
@@ -38,6 +38,10 @@ def test_collect_writes_a_valid_lerobot_dataset_of_successful_episodes(two_demos
     assert np.abs(episode["action"]).max() <= TASK.action.clip
     # No demo noise by default: the robot executed the labels themselves, and the dataset card says so.
     np.testing.assert_array_equal(episode[EXECUTED_ACTION], episode["action"])
+    # LeRobot takes every feature named action* for a policy output: only the label may be one.
+    assert [k for k in ds.features if k.startswith("action")] == ["action"]
+    legacy = {"action.executed": episode[EXECUTED_ACTION]}  # a dataset recorded before the rename
+    np.testing.assert_array_equal(executed_action(legacy), executed_action(episode))
     assert "No noise injection" in (out / "README.md").read_text()
 
 

@@ -289,3 +289,38 @@ def test_the_lengthened_contract_is_the_contract_of_the_lengthened_layout():
         assert longer == _expected(layout=LAYOUT.with_more_history(extra))
         width = LAYOUT.with_more_history(extra).size(A1.num_joints, COMMANDS.size, A1.num_joints)
         assert longer.input.shape[1] == longer.obs_dim == width
+
+
+def test_a_chunk_field_round_trips_and_fixes_the_output_shape():
+    from robot_rl.policy.contract import ChunkContract
+
+    chunked = _expected().with_chunk(ChunkContract(10, "temporal_ensemble", 0.01))
+    assert chunked.output.shape == ("batch", 10, A1.num_joints)
+    assert PolicyContract.from_json(chunked.to_json()) == chunked
+    assert json.loads(chunked.to_json())["chunk"] == {"length": 10, "consume": "temporal_ensemble",
+                                                      "ensemble_m": 0.01}
+    check_contract(chunked, _expected())  # the runtime expects no chunk: the model's choice, shape checked
+
+
+def test_contracts_without_a_chunk_read_and_write_as_before():
+    plain = _expected()
+    assert plain.chunk is None and "chunk" not in json.loads(plain.to_json())  # older readers refuse unknown keys
+    assert PolicyContract.from_json(plain.to_json()).chunk is None
+
+
+def test_a_chunk_that_disagrees_with_the_output_or_is_malformed_is_refused():
+    from robot_rl.policy.contract import ChunkContract
+
+    lying = dataclasses.replace(_expected(), chunk=ChunkContract(4))  # output still (batch, A)
+    with pytest.raises(ContractMismatch, match=r"output.shape: model has \['batch', 12\], runtime has "
+                                               r"\['batch', 4, 12\]"):
+        check_contract(lying, _expected())
+    with pytest.raises(ContractError, match=r"chunk\.length must be an integer ≥ 1"):
+        ChunkContract(0)
+    data = json.loads(_expected().with_chunk(ChunkContract(3)).to_json())
+    data["chunk"]["ensemble_m"] = float("inf")
+    with pytest.raises(ContractError, match="ensemble_m must be finite"):
+        PolicyContract.from_json(json.dumps(data))
+    data["chunk"] = {"length": 3, "consume": "average"}
+    with pytest.raises(ContractError, match="consume"):
+        PolicyContract.from_json(json.dumps(data))

@@ -140,6 +140,9 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
     base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
+    if base.contract.chunk is not None:  # the residual adds to one action per tick, not to an ensembled chunk
+        raise ConfigError("--policy", policy, f"predicts action chunks ({base.contract.chunk.length} per tick): "
+                          "residual fine-tuning needs a base with one action per observation (train-bc --chunk 1)")
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
         raise ConfigError("realtime", "false", "a real robot (or the DDS bridge) runs in real time")

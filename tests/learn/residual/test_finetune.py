@@ -189,3 +189,26 @@ def test_finetune_on_panda_push_runs_end_to_end(push_base, tmp_path):
     episodes = [json.loads(x) for x in (tmp_path / "progress.jsonl").read_text().splitlines()]
     assert sum(e["kind"] == "episode" for e in episodes) == report.episodes >= 12
     assert load_policy(report.exported, read_contract(push_base)).contract.provenance.task == "panda-push"
+
+
+def test_a_base_that_predicts_action_chunks_is_refused(tmp_path):
+    """The residual corrects one action per tick; an ensembled chunk is not that action."""
+    import torch
+
+    from robot_rl.policy import collect_provenance, contract_for_task, export_onnx
+    from robot_rl.policy.contract import ChunkContract
+
+    contract = contract_for_task(make_task("panda-reach"), provenance=collect_provenance("panda-reach"),
+                                 chunk=ChunkContract(3))
+
+    class Chunk(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(contract.obs_dim, 3 * contract.num_actions)
+
+        def forward(self, obs):
+            return self.linear(obs).reshape(-1, 3, contract.num_actions)
+
+    export_onnx(Chunk(), None, contract, tmp_path / "chunked.onnx")
+    with pytest.raises(ConfigError, match=r"predicts action chunks \(3 per tick\)"):
+        run_finetune(FinetuneCfg.of(tmp_path / "chunked.onnx", "panda", "sim", transitions=10, run_dir=tmp_path / "r"))
