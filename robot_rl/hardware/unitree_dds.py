@@ -55,7 +55,7 @@ import numpy as np
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
+from robot_rl.dds import CYCLONEDDS_MISSING, LOOPBACK_INTERFACES, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
@@ -85,6 +85,27 @@ _F32_MAX = float(np.finfo(np.float32).max)
 
 class RobotConnectionError(RobotRLError, ConnectionError):
     """No robot answered; the message names topic, family, domain and interface."""
+
+
+def connection_hints(network_interface: str, release_step: str = "none") -> str:
+    """Why no state may have arrived, for a person: every cause we know of, not just domain and interface."""
+    loopback = network_interface in LOOPBACK_INTERFACES
+    hints = ["nothing publishes rt/lowstate on that domain (is the robot on, or `robot-rl bridge` running "
+             "with the same --domain-id?)",
+             "the publisher uses another message family (unitree_go vs unitree_hg: check the robot spec)"]
+    if loopback:
+        hints.append("the publisher discovers peers differently (Cyclone DDS config): our 'lo' config "
+                     "discovers by multicast on 239.255.0.1 and by unicast to 127.0.0.1, so a peer is found "
+                     "when one of those reaches it; a peer with multicast off and no 127.0.0.1 peer, or one "
+                     "whose CYCLONEDDS_URI names another interface, is not (run it with CYCLONEDDS_URI="
+                     "file://.../hardware/dds/cyclonedds_lo.xml); a firewall dropping UDP on lo does the same")
+    else:
+        hints.append(f"the PC's address on {network_interface!r} is not on the robot's subnet "
+                     "(e.g. 192.168.123.x for Unitree robots), or multicast is blocked on that interface, or "
+                     "another Cyclone DDS config (CYCLONEDDS_URI) turns multicast discovery off")
+    if release_step != "none":
+        hints.append(f"the {release_step} release step is not done (hardware/README.md)")
+    return "; ".join(f"({i}) {h}" for i, h in enumerate(hints, 1))
 
 
 def serialize_for(writer: DataWriter, msg: object) -> bytes:
@@ -305,11 +326,8 @@ class UnitreeDdsRobot:
             raise RobotConnectionError(
                 f"no {family.__name__.rsplit('.', 1)[-1]} LowState on {TOPIC_LOWSTATE!r} within "
                 f"{self.connect_timeout_s:g} s (DDS domain {self.domain_id}, network interface "
-                f"{self.network_interface!r}, robot {self.spec.name!r}){crc_note}. Check that the robot (or "
-                "`robot-rl bridge`) runs on that domain and interface"
-                + ("" if self.network_interface in ("lo", "lo0") else " and the PC's address is on the robot's subnet")
-                + (f", and that the {self.spec.interface.release_step} release step is done (hardware/README.md)"
-                   if self.spec.interface.release_step != "none" else ""))
+                f"{self.network_interface!r}, robot {self.spec.name!r}){crc_note}. Possible causes: "
+                + connection_hints(self.network_interface, self.spec.interface.release_step))
         if self.spec.interface.release_step != "none":
             log.info("connected to %s; low-level commands need the %s release step done (hardware/README.md)",
                      self.spec.name, self.spec.interface.release_step)
