@@ -146,23 +146,22 @@ class Robot:
 
     def ping(self, timeout_s: float) -> float | None:
         """Publish the next state; seconds until its command came back, None on timeout."""
-        from cyclonedds._clayer import ddspy_take
         from cyclonedds.util import duration
 
         from robot_rl.dds import unitree_go as go
         from robot_rl.dds.crc import crc_ok, with_crc
-        from robot_rl.hardware.unitree_dds import serialize_for, write_serialized
+        from robot_rl.dds.cyclone_private import serialize_for, take_serialized, write_serialized
 
         self.tick += 1
         self.state.tick = self.tick
         data = serialize_for(self.writer, with_crc(self.state))
         start = time.perf_counter()
-        write_serialized(self.writer, data)
+        write_serialized(self.writer, data, self.state)
         deadline = start + timeout_s
         offset = self.tag_offset
         while True:
-            for data, info in ddspy_take(self.reader._ref, self._any, 16):
-                if info.valid_data and data[offset:offset + 4] == self.tick.to_bytes(4, "little"):
+            for data in take_serialized(self.reader, 16):
+                if data[offset:offset + 4] == self.tick.to_bytes(4, "little"):
                     elapsed = time.perf_counter() - start
                     if not crc_ok(go.LowCmd_.deserialize(data)):
                         self.bad_replies += 1

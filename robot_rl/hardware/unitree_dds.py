@@ -59,11 +59,16 @@ from robot_rl.dds import CYCLONEDDS_MISSING, LOOPBACK_INTERFACES, TOPIC_LOWCMD, 
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
+from robot_rl.dds.cyclone_private import (
+    delete_entities,
+    serialize_for,
+    use_version_2,
+    write_serialized,
+)
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec
 from robot_rl.typed_yaml import ConfigError
 
 try:
-    from cyclonedds._clayer import ddspy_write
     from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
     from cyclonedds.pub import DataWriter
     from cyclonedds.qos import Policy, Qos
@@ -106,29 +111,6 @@ def connection_hints(network_interface: str, release_step: str = "none") -> str:
     if release_step != "none":
         hints.append(f"the {release_step} release step is not done (hardware/README.md)")
     return "; ".join(f"({i}) {h}" for i, h in enumerate(hints, 1))
-
-
-def serialize_for(writer: DataWriter, msg: object) -> bytes:
-    """The bytes ``writer.write(msg)`` would send (its serialization, padded to 4 bytes)."""
-    data = msg.serialize(use_version_2=writer._use_version_2)
-    return data.ljust((len(data) + 3) & ~3, b"\0")
-
-
-def write_serialized(writer: DataWriter, data: bytes) -> None:
-    """Publish bytes made by :func:`serialize_for` (skips re-serializing a message sent again)."""
-    ret = ddspy_write(writer._ref, data)
-    if ret < 0:
-        raise RuntimeError(f"DDS write on {writer.topic.name} failed with return code {ret}")
-
-
-def delete_entities(entities: list) -> None:
-    """Delete DDS entities now, in the order given (a WaitSet first, the participant last), rather than
-    whenever the garbage collector gets to them. ``Entity.__del__`` deletes the C entity and marks it
-    deleted, so the collector's later call is a no-op."""
-    for entity in entities:
-        entity.__del__()
-        if isinstance(entity, WaitSet):
-            entity.attached = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,6 +294,7 @@ class UnitreeDdsRobot:
         participant = make_participant(self.domain_id, self.network_interface)
         self._reader = DataReader(participant, Topic(participant, TOPIC_LOWSTATE, family.LowState_), qos=STATE_QOS)
         self._writer = DataWriter(participant, Topic(participant, TOPIC_LOWCMD, family.LowCmd_), qos=COMMAND_QOS)
+        self._version_2 = use_version_2(self._writer)
         self._waitset = WaitSet(participant)
         self._waitset.attach(ReadCondition(self._reader, SampleState.Any | ViewState.Any | InstanceState.Any))
         self._entities = [self._waitset, self._reader, self._writer, participant]
@@ -368,9 +351,9 @@ class UnitreeDdsRobot:
                 msg.reserve[0] = tag
             else:
                 msg.reserve = tag
-            data = serialize_for(self._writer, with_crc(msg))
+            data = serialize_for(self._writer, with_crc(msg), self._version_2)
             self._command_bytes = data
-            write_serialized(self._writer, data)
+            write_serialized(self._writer, data, msg)
             self._last_publish = self._last_write = time.perf_counter()
             self.commands_written += 1
         return sent
@@ -384,9 +367,9 @@ class UnitreeDdsRobot:
             self._republisher.join(timeout=2.0)
             self._republisher = None
         with self._write_lock:
-            delete_entities(self._entities)
-            self._entities = []
-            self._reader = self._writer = None
+            entities, self._entities = self._entities, []
+            self._reader = self._writer = self._waitset = None
+            delete_entities(entities)
 
     def __enter__(self) -> UnitreeDdsRobot:
         self.connect()
@@ -435,6 +418,6 @@ class UnitreeDdsRobot:
                 # Read under the lock: bytes taken before it could be older than a write() that got the lock
                 # first, and re-sending them after it would put the previous command back in force (a policy
                 # target after the first damping frame).
-                write_serialized(self._writer, self._command_bytes)
+                write_serialized(self._writer, self._command_bytes, self._command_msg)
             self._last_publish = tick.wake
             self.commands_republished += 1
