@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
-Variant = Literal["bare", "robot"]
+Variant = Literal["bare", "robot", "robot-public"]
 ROBOT = "a1"
 
 
@@ -54,6 +54,7 @@ class Args:
     reply_timeout_ms: float = 20.0
     domain_id: int = 0  # 0: random in 150..230
     markdown_out: Path | None = None
+    public_api: bool = False  # also measure "robot-public": UnitreeDdsRobot on Cyclone's public API only
 
 
 # --- process B ------------------------------------------------------------------------------------------
@@ -66,7 +67,9 @@ def _controller(variant: Variant, domain_id: int, stop: mp.Event) -> None:
     spec = load_robot(ROBOT)
     gc.collect()
     gc.freeze()
-    if variant == "robot":
+    if variant == "robot-public":  # robot_rl.dds.cyclone_private's fallback (read at its import, just below)
+        os.environ["ROBOT_RL_DDS_PUBLIC_API"] = "1"
+    if variant in ("robot", "robot-public"):
         from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
 
         with UnitreeDdsRobot(spec, domain_id=domain_id, connect_timeout_s=30.0, tag_state_tick=True) as robot:
@@ -250,7 +253,7 @@ def main(args: Args) -> None:
     domain = args.domain_id or random.SystemRandom().randint(150, 230)
     load_before = os.getloadavg()
     codec = codec_costs_us()
-    variants: list[Variant] = ["bare", "robot"]
+    variants: list[Variant] = ["bare", "robot", *(["robot-public"] if args.public_api else [])]
     blocks = []
     for round_index in range(args.rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
@@ -269,6 +272,9 @@ def main(args: Args) -> None:
     for v in variants:
         print(f"  {v:>5}: p50 {med[v]['p50_us']:.0f} µs  p99 {med[v]['p99_us']:.0f} µs  max {med[v]['max_us']:.0f} µs")
     print(f"  ratio robot/bare: p50 {ratio_p50:.2f}  p99 {ratio_p99:.2f}")
+    if "robot-public" in med:
+        print("  ratio robot-public/robot: p50 {:.2f}  p99 {:.2f}".format(
+            *(med["robot-public"][k] / med["robot"][k] for k in ("p50_us", "p99_us"))))
     print("  Python (de)serialization, µs: " + ", ".join(f"{k} {v:.0f}" for k, v in codec.items()))
     if args.markdown_out:
         write_markdown(args, blocks, med, ratio_p50, ratio_p99, codec, load_before, load_after)

@@ -13,10 +13,21 @@ Everything else (the encoding a writer uses, serializing) goes through public AP
 binding version, or with ``ROBOT_RL_DDS_PUBLIC_API=1`` in the environment, the same functions use the
 public API only (``DataWriter.write`` of the message, ``DataReader.take`` re-serialized, deletion by
 dropping the last reference): the same bytes on the wire (tests/dds/test_cyclone_private.py), only slower
-(benchmarks/bench_dds_latency.py --public-api; RESULTS in benchmarks/results/RESULTS_dds_latency.md).
+(figures below).
 
-Supported versions: the fast path is used for cyclonedds 11.0.x (``FAST_PATH_VERSIONS``); verified with
-11.0.1, the version pyproject pins. Any other version runs on the public-API fallback.
+Supported versions: the fast path is used for cyclonedds >= 11.0, < 11.1 (``FAST_PATH_VERSIONS``).
+Run and tested with 11.0.1, the version pyproject pins (tests/dds/test_cyclone_private.py: both paths
+put the same bytes on the wire). Read in the binding's source: 11.0.0 and its master of 2026-05-11 call
+``ddspy_write(ref, bytes)`` / ``ddspy_take(ref, mask, N)`` exactly as 11.0.1 does; 0.10.x does not
+(``ddspy_take(ref, N)``, no mask), so 0.10.x and anything outside the range run on the public-API
+fallback, which needs only ``DataWriter.write``, ``DataReader.take``, ``get_qos`` and ``IdlStruct``
+(de)serialization. Widen the range after running the tests above against a new release.
+
+Cost of the fallback (benchmarks/bench_dds_write_path.py, cyclonedds 11.0.1, a shared 2-core machine):
+a re-sent ``LowCmd`` ≈ 140 µs (unitree_go) / ≈ 210 µs (unitree_hg) instead of ≈ 2 µs, a watched one
+≈ 290 / 430 µs instead of ≈ 1 µs; at 500 Hz that is ≈ 7-10 % of a core for the re-publish thread and
+≈ 15-20 % for the supervisor. State-in → command-out latency (bench_dds_latency.py --public-api):
+p50 1027 vs 867 µs, p99 1578 vs 1381 µs.
 """
 
 from __future__ import annotations
