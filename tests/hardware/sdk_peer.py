@@ -13,7 +13,8 @@ peers. unitree_mujoco (unitree_sdk2, C++) does the same through its own Cyclone 
 
 ``--ours-other-group``: instead of the SDK's config, robot_rl's own loopback config with a different SPDP
 multicast group (239.255.0.77), so multicast cannot connect this process with ours: it stands in for a
-machine whose ``lo`` carries no multicast, where only the unicast peer can find it.
+machine whose ``lo`` carries no multicast, where only the unicast peer can find it. With
+``--no-unicast-peer`` as well (a control): nothing can.
 
 Prints ``ready`` once its endpoints exist, then at the end ``received=N matched=M`` (samples with a good
 CRC taken, most readers its writer matched at once). Ends early when stdin closes.
@@ -53,16 +54,26 @@ SDK_CONFIG = """<?xml version="1.0" encoding="UTF-8" ?>
 </CycloneDDS>"""
 
 
-def ours_in_another_multicast_group() -> str:
+def ours_in_another_multicast_group(unicast_peer: bool = True) -> str:
+    """Our loopback config, but multicast SPDP on another group AND port (a socket on the same port would
+    still get the other group's datagrams: Linux's IP_MULTICAST_ALL), so multicast cannot connect us."""
     root = ET.fromstring(cyclone_config_xml("lo"))
-    ET.SubElement(root.find("./Domain/Discovery"), "SPDPMulticastAddress").text = "239.255.0.77"
+    discovery = root.find("./Domain/Discovery")
+    ET.SubElement(discovery, "SPDPMulticastAddress").text = "239.255.0.77"
+    ET.SubElement(ET.SubElement(discovery, "Ports"), "MulticastMetaOffset").text = "7"
+    if not unicast_peer:  # no unicast discovery either way: no peer list, and a random port (no index)
+        discovery.remove(discovery.find("Peers"))
+        discovery.find("ParticipantIndex").text = "none"
     return ET.tostring(root, encoding="unicode")
 
 
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     role, domain_id, trace, duration_s = args[0], int(args[1]), args[2], float(args[3])
-    config = ours_in_another_multicast_group() if "--ours-other-group" in sys.argv else SDK_CONFIG.format(trace=trace)
+    if "--ours-other-group" in sys.argv:
+        config = ours_in_another_multicast_group(unicast_peer="--no-unicast-peer" not in sys.argv)
+    else:
+        config = SDK_CONFIG.format(trace=trace)
     domain = Domain(domain_id, config)  # kept referenced: dropping it deletes the domain and its config
     dp = DomainParticipant(domain_id)
     if role == "robot":

@@ -5,7 +5,8 @@
   ``UnitreeDdsRobot`` and reads its LowCmd; and, the other way round, commands our sim bridge and reads its
   LowState (Unitree's tools against our bridge);
 - a process with our config but a different multicast group (multicast cannot connect them, as on a
-  machine whose ``lo`` carries no multicast) is still found, by the unicast peer 127.0.0.1.
+  machine whose ``lo`` carries no multicast) is still found, by the unicast peer 127.0.0.1; the control
+  (that process with no unicast discovery either) is not found, so multicast really is cut there.
 
 With the old loopback config (AllowMulticast false) the first two saw 0 frames either way.
 """
@@ -67,6 +68,21 @@ def test_robot_talks_to_a_peer_on_lo(domain: int, tmp_path: Path, flags: tuple[s
             peer.communicate()
     assert counts["received"] >= 50, counts  # our LowCmds reached it
     assert counts["matched"] >= 1
+
+
+def test_without_multicast_and_without_the_unicast_peer_nothing_is_found(domain: int, tmp_path: Path) -> None:
+    """The control for "ours-no-shared-multicast": the multicast separation really separates."""
+    from robot_rl.hardware.unitree_dds import RobotConnectionError
+
+    peer = start_peer("robot", domain, tmp_path, 30.0, "--ours-other-group", "--no-unicast-peer")
+    try:
+        with pytest.raises(RobotConnectionError):
+            UnitreeDdsRobot(load_robot("a1"), domain_id=domain, network_interface="lo", connect_timeout_s=3.0).connect()
+        assert finish(peer)["received"] == 0
+    finally:
+        if peer.poll() is None:
+            peer.kill()
+            peer.communicate()
 
 
 def test_the_sdk_configured_peer_discovers_by_multicast_only(tmp_path: Path, domain: int) -> None:
