@@ -40,7 +40,7 @@ from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, make_participant
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.dds.cyclone_private import delete_entities, serialize_for, take_serialized, write_serialized
-from robot_rl.hardware.unitree_dds import COMMAND_QOS, MotorSlotMap
+from robot_rl.hardware.unitree_dds import COMMAND_QOS, MotorSlotMap, connection_hints
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.supervisor import (
     SupervisorInput,
@@ -264,7 +264,8 @@ def supervise(robot: str = "a1", domain_id: int | None = None, network_interface
         say(supervisor.describe())
         if not supervisor.wait_matched(match_timeout_s):
             raise SupervisorError(f"no reader of {TOPIC_LOWCMD} (the robot) on DDS domain {supervisor.domain_id} "
-                                  f"within {match_timeout_s:g} s")
+                                  f"({supervisor.network_interface}) within {match_timeout_s:g} s. Possible causes: "
+                                  + connection_hints(supervisor.network_interface))
         control = ControlChannel(sys.stdin) if control_stdin else None
         try:
             print(READY, flush=True)

@@ -95,8 +95,8 @@ class RobotConnectionError(RobotRLError, ConnectionError):
 def connection_hints(network_interface: str, release_step: str = "none") -> str:
     """Why no state may have arrived, for a person: every cause we know of, not just domain and interface."""
     loopback = network_interface in LOOPBACK_INTERFACES
-    hints = ["nothing publishes rt/lowstate on that domain (is the robot on, or `robot-rl bridge` running "
-             "with the same --domain-id?)",
+    hints = ["no robot runs on that DDS domain (is the robot on, or `robot-rl bridge` running with the same "
+             "--domain-id?)",
              "the publisher uses another message family (unitree_go vs unitree_hg: check the robot spec)"]
     if loopback:
         hints.append("the publisher discovers peers differently (Cyclone DDS config): our 'lo' config "
