@@ -142,3 +142,15 @@ def test_public_delete_releases_the_entities(domain: int) -> None:
     while reader.get_matched_publications() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not reader.get_matched_publications()
+
+
+def test_no_other_module_touches_cyclone_internals() -> None:
+    root = Path(__file__).parents[2]
+    offenders = []
+    for path in [*(root / "robot_rl").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]:
+        if path.name == "cyclone_private.py":
+            continue
+        text = path.read_text()
+        offenders += [f"{path.relative_to(root)}: {needle}" for needle in
+                      ("cyclonedds._clayer", "._ref,", "._ref)", "_use_version_2", ".__del__()") if needle in text]
+    assert not offenders, offenders
