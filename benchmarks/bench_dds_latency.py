@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
-Variant = Literal["bare", "robot"]
+Variant = Literal["bare", "robot", "robot-public"]
 ROBOT = "a1"
 
 
@@ -54,6 +54,7 @@ class Args:
     reply_timeout_ms: float = 20.0
     domain_id: int = 0  # 0: random in 150..230
     markdown_out: Path | None = None
+    public_api: bool = False  # also measure "robot-public": UnitreeDdsRobot on Cyclone's public API only
 
 
 # --- process B ------------------------------------------------------------------------------------------
@@ -66,7 +67,9 @@ def _controller(variant: Variant, domain_id: int, stop: mp.Event) -> None:
     spec = load_robot(ROBOT)
     gc.collect()
     gc.freeze()
-    if variant == "robot":
+    if variant == "robot-public":  # robot_rl.dds.cyclone_private's fallback (read at its import, just below)
+        os.environ["ROBOT_RL_DDS_PUBLIC_API"] = "1"
+    if variant in ("robot", "robot-public"):
         from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
 
         with UnitreeDdsRobot(spec, domain_id=domain_id, connect_timeout_s=30.0, tag_state_tick=True) as robot:
@@ -146,23 +149,22 @@ class Robot:
 
     def ping(self, timeout_s: float) -> float | None:
         """Publish the next state; seconds until its command came back, None on timeout."""
-        from cyclonedds._clayer import ddspy_take
         from cyclonedds.util import duration
 
         from robot_rl.dds import unitree_go as go
         from robot_rl.dds.crc import crc_ok, with_crc
-        from robot_rl.hardware.unitree_dds import serialize_for, write_serialized
+        from robot_rl.dds.cyclone_private import serialize_for, take_serialized, write_serialized
 
         self.tick += 1
         self.state.tick = self.tick
         data = serialize_for(self.writer, with_crc(self.state))
         start = time.perf_counter()
-        write_serialized(self.writer, data)
+        write_serialized(self.writer, data, self.state)
         deadline = start + timeout_s
         offset = self.tag_offset
         while True:
-            for data, info in ddspy_take(self.reader._ref, self._any, 16):
-                if info.valid_data and data[offset:offset + 4] == self.tick.to_bytes(4, "little"):
+            for data in take_serialized(self.reader, 16):
+                if data[offset:offset + 4] == self.tick.to_bytes(4, "little"):
                     elapsed = time.perf_counter() - start
                     if not crc_ok(go.LowCmd_.deserialize(data)):
                         self.bad_replies += 1
@@ -251,7 +253,7 @@ def main(args: Args) -> None:
     domain = args.domain_id or random.SystemRandom().randint(150, 230)
     load_before = os.getloadavg()
     codec = codec_costs_us()
-    variants: list[Variant] = ["bare", "robot"]
+    variants: list[Variant] = ["bare", "robot", *(["robot-public"] if args.public_api else [])]
     blocks = []
     for round_index in range(args.rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
@@ -270,6 +272,9 @@ def main(args: Args) -> None:
     for v in variants:
         print(f"  {v:>5}: p50 {med[v]['p50_us']:.0f} µs  p99 {med[v]['p99_us']:.0f} µs  max {med[v]['max_us']:.0f} µs")
     print(f"  ratio robot/bare: p50 {ratio_p50:.2f}  p99 {ratio_p99:.2f}")
+    if "robot-public" in med:
+        print("  ratio robot-public/robot: p50 {:.2f}  p99 {:.2f}".format(
+            *(med["robot-public"][k] / med["robot"][k] for k in ("p50_us", "p99_us"))))
     print("  Python (de)serialization, µs: " + ", ".join(f"{k} {v:.0f}" for k, v in codec.items()))
     if args.markdown_out:
         write_markdown(args, blocks, med, ratio_p50, ratio_p99, codec, load_before, load_after)

@@ -39,7 +39,8 @@ from robot_rl.core.types import JointCommand
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, make_participant
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
-from robot_rl.hardware.unitree_dds import COMMAND_QOS, MotorSlotMap, delete_entities, serialize_for, write_serialized
+from robot_rl.dds.cyclone_private import delete_entities, serialize_for, take_serialized, write_serialized
+from robot_rl.hardware.unitree_dds import COMMAND_QOS, MotorSlotMap, connection_hints
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.supervisor import (
     SupervisorInput,
@@ -50,8 +51,6 @@ from robot_rl.safety.supervisor import (
 )
 
 try:
-    from cyclonedds._clayer import ddspy_take
-    from cyclonedds.core import InstanceState, SampleState, ViewState
     from cyclonedds.pub import DataWriter
     from cyclonedds.qos import Policy, Qos
     from cyclonedds.sub import DataReader
@@ -65,7 +64,6 @@ RELEASE = "release"
 # Best-effort keep-last 1 matches reliable and best-effort writers; IgnoreLocal: our own damping frames must
 # not look like a controller that is alive.
 WATCH_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(1), Policy.IgnoreLocal.Participant)
-_ANY = SampleState.Any | ViewState.Any | InstanceState.Any
 
 
 class SupervisorError(RobotRLError, RuntimeError):
@@ -119,6 +117,7 @@ class Supervisor:
         self._entities: list = []
         self._newest: bytes | None = None  # raw bytes of the newest controller command
         self._damping: bytes | None = None
+        self._damping_msg: object | None = None
         self._newest_damping: tuple[bytes, bool] | None = None  # (the sample it was decoded from, result)
 
     def describe(self) -> str:
@@ -135,8 +134,9 @@ class Supervisor:
         self._entities = [self._reader, self._writer, dp]
 
     def close(self) -> None:
-        delete_entities(self._entities)
-        self._entities = []
+        entities, self._entities = self._entities, []
+        self._reader = self._writer = None
+        delete_entities(entities)
 
     def stop(self) -> None:
         self._stop.set()
@@ -153,9 +153,8 @@ class Supervisor:
     def _poll(self) -> bool:
         """Take every controller command that arrived (raw, not deserialized); True when any did."""
         got = False
-        for data, info in ddspy_take(self._reader._ref, _ANY, 64):
-            if info.valid_data:  # not a writer's goodbye
-                self._newest, got = data, True
+        for data in take_serialized(self._reader, 64):  # samples with data only, not a writer's goodbye
+            self._newest, got = data, True
         return got
 
     def damping_bytes(self) -> bytes:
@@ -166,6 +165,7 @@ class Supervisor:
         if self.slot_map.is_hg:
             seen = self.slot_map.family.LowCmd_.deserialize(self._newest) if self._newest is not None else None
             msg.mode_machine, msg.mode_pr = (seen.mode_machine if seen is not None else 0), hg.MODE_PR
+        self._damping_msg = msg  # what the bytes encode (the public-API write path sends the message)
         return serialize_for(self._writer, with_crc(msg))
 
     def newest_is_damping(self) -> bool:
@@ -193,7 +193,7 @@ class Supervisor:
         if decision.send_damping:
             if self._damping is None or self.state.mode is not SupervisorMode.DAMPING:
                 self._damping = self.damping_bytes()  # at each takeover: hg's mode_machine may have changed
-            write_serialized(self._writer, self._damping)
+            write_serialized(self._writer, self._damping, self._damping_msg)
             self.damping_sent += 1
         self.state = decision.state
         return decision.event
@@ -264,7 +264,8 @@ def supervise(robot: str = "a1", domain_id: int | None = None, network_interface
         say(supervisor.describe())
         if not supervisor.wait_matched(match_timeout_s):
             raise SupervisorError(f"no reader of {TOPIC_LOWCMD} (the robot) on DDS domain {supervisor.domain_id} "
-                                  f"within {match_timeout_s:g} s")
+                                  f"({supervisor.network_interface}) within {match_timeout_s:g} s. Possible causes: "
+                                  + connection_hints(supervisor.network_interface))
         control = ControlChannel(sys.stdin) if control_stdin else None
         try:
             print(READY, flush=True)

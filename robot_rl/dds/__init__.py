@@ -41,10 +41,20 @@ def _require_cyclonedds() -> None:
 def cyclone_config_xml(interface: str = "lo") -> str:
     """Cyclone DDS configuration that binds a domain to one network interface.
 
-    On a loopback interface multicast is switched off and discovery is unicast to 127.0.0.1: many
-    containers and CI machines carry no multicast on ``lo``, and unicast needs no routes. On a real
-    interface (the robot's Ethernet port) Cyclone's default multicast discovery is kept, as Unitree's SDK
-    does, so the robot's participants are found.
+    On a loopback interface discovery goes both ways at once, so that every kind of peer on the same
+    machine is found:
+
+    - multicast SPDP (``AllowMulticast`` = ``spdp``: participants are announced to, and heard on, Cyclone's
+      default discovery group 239.255.0.1). Unitree's SDK (``ChannelFactoryInitialize(0, "lo")``) and
+      unitree_mujoco configure nothing but the interface, so their participants announce themselves by
+      multicast only, from a unicast port chosen at random; without this nothing of theirs is ever heard.
+    - unicast SPDP to 127.0.0.1 at the well-known ports of participant indices (``ParticipantIndex`` auto,
+      ``Peer`` 127.0.0.1): our own processes still find each other where ``lo`` carries no multicast
+      (some containers and CI machines).
+
+    User data stays unicast (``spdp`` allows multicast for discovery only). On a real interface (the robot's
+    Ethernet port) Cyclone's default multicast discovery is kept, as Unitree's SDK does, so the robot's
+    participants are found.
     """
     if not isinstance(interface, str) or not _INTERFACE_NAME.match(interface):
         raise ValueError(f"DDS network interface {interface!r} is not a valid interface name "
@@ -53,7 +63,7 @@ def cyclone_config_xml(interface: str = "lo") -> str:
         return (
             '<CycloneDDS><Domain Id="any">'
             f'<General><Interfaces><NetworkInterface name="{interface}"/></Interfaces>'
-            "<AllowMulticast>false</AllowMulticast></General>"
+            "<AllowMulticast>spdp</AllowMulticast></General>"
             "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
             '<Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
             "</Domain></CycloneDDS>"

@@ -55,15 +55,20 @@ import numpy as np
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
+from robot_rl.dds import CYCLONEDDS_MISSING, LOOPBACK_INTERFACES, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
+from robot_rl.dds.cyclone_private import (
+    delete_entities,
+    serialize_for,
+    use_version_2,
+    write_serialized,
+)
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec
 from robot_rl.typed_yaml import ConfigError
 
 try:
-    from cyclonedds._clayer import ddspy_write
     from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
     from cyclonedds.pub import DataWriter
     from cyclonedds.qos import Policy, Qos
@@ -87,27 +92,25 @@ class RobotConnectionError(RobotRLError, ConnectionError):
     """No robot answered; the message names topic, family, domain and interface."""
 
 
-def serialize_for(writer: DataWriter, msg: object) -> bytes:
-    """The bytes ``writer.write(msg)`` would send (its serialization, padded to 4 bytes)."""
-    data = msg.serialize(use_version_2=writer._use_version_2)
-    return data.ljust((len(data) + 3) & ~3, b"\0")
-
-
-def write_serialized(writer: DataWriter, data: bytes) -> None:
-    """Publish bytes made by :func:`serialize_for` (skips re-serializing a message sent again)."""
-    ret = ddspy_write(writer._ref, data)
-    if ret < 0:
-        raise RuntimeError(f"DDS write on {writer.topic.name} failed with return code {ret}")
-
-
-def delete_entities(entities: list) -> None:
-    """Delete DDS entities now, in the order given (a WaitSet first, the participant last), rather than
-    whenever the garbage collector gets to them. ``Entity.__del__`` deletes the C entity and marks it
-    deleted, so the collector's later call is a no-op."""
-    for entity in entities:
-        entity.__del__()
-        if isinstance(entity, WaitSet):
-            entity.attached = []
+def connection_hints(network_interface: str, release_step: str = "none") -> str:
+    """Why no state may have arrived, for a person: every cause we know of, not just domain and interface."""
+    loopback = network_interface in LOOPBACK_INTERFACES
+    hints = ["no robot runs on that DDS domain (is the robot on, or `robot-rl bridge` running with the same "
+             "--domain-id?)",
+             "the publisher uses another message family (unitree_go vs unitree_hg: check the robot spec)"]
+    if loopback:
+        hints.append("the publisher discovers peers differently (Cyclone DDS config): our 'lo' config "
+                     "discovers by multicast on 239.255.0.1 and by unicast to 127.0.0.1, so a peer is found "
+                     "when one of those reaches it; a peer with multicast off and no 127.0.0.1 peer, or one "
+                     "whose CYCLONEDDS_URI names another interface, is not (run it with CYCLONEDDS_URI="
+                     "file://.../hardware/dds/cyclonedds_lo.xml); a firewall dropping UDP on lo does the same")
+    else:
+        hints.append(f"the PC's address on {network_interface!r} is not on the robot's subnet "
+                     "(e.g. 192.168.123.x for Unitree robots), or multicast is blocked on that interface, or "
+                     "another Cyclone DDS config (CYCLONEDDS_URI) turns multicast discovery off")
+    if release_step != "none":
+        hints.append(f"the {release_step} release step is not done (hardware/README.md)")
+    return "; ".join(f"({i}) {h}" for i, h in enumerate(hints, 1))
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,6 +294,7 @@ class UnitreeDdsRobot:
         participant = make_participant(self.domain_id, self.network_interface)
         self._reader = DataReader(participant, Topic(participant, TOPIC_LOWSTATE, family.LowState_), qos=STATE_QOS)
         self._writer = DataWriter(participant, Topic(participant, TOPIC_LOWCMD, family.LowCmd_), qos=COMMAND_QOS)
+        self._version_2 = use_version_2(self._writer)
         self._waitset = WaitSet(participant)
         self._waitset.attach(ReadCondition(self._reader, SampleState.Any | ViewState.Any | InstanceState.Any))
         self._entities = [self._waitset, self._reader, self._writer, participant]
@@ -305,11 +309,8 @@ class UnitreeDdsRobot:
             raise RobotConnectionError(
                 f"no {family.__name__.rsplit('.', 1)[-1]} LowState on {TOPIC_LOWSTATE!r} within "
                 f"{self.connect_timeout_s:g} s (DDS domain {self.domain_id}, network interface "
-                f"{self.network_interface!r}, robot {self.spec.name!r}){crc_note}. Check that the robot (or "
-                "`robot-rl bridge`) runs on that domain and interface"
-                + ("" if self.network_interface in ("lo", "lo0") else " and the PC's address is on the robot's subnet")
-                + (f", and that the {self.spec.interface.release_step} release step is done (hardware/README.md)"
-                   if self.spec.interface.release_step != "none" else ""))
+                f"{self.network_interface!r}, robot {self.spec.name!r}){crc_note}. Possible causes: "
+                + connection_hints(self.network_interface, self.spec.interface.release_step))
         if self.spec.interface.release_step != "none":
             log.info("connected to %s; low-level commands need the %s release step done (hardware/README.md)",
                      self.spec.name, self.spec.interface.release_step)
@@ -350,9 +351,9 @@ class UnitreeDdsRobot:
                 msg.reserve[0] = tag
             else:
                 msg.reserve = tag
-            data = serialize_for(self._writer, with_crc(msg))
+            data = serialize_for(self._writer, with_crc(msg), self._version_2)
             self._command_bytes = data
-            write_serialized(self._writer, data)
+            write_serialized(self._writer, data, msg)
             self._last_publish = self._last_write = time.perf_counter()
             self.commands_written += 1
         return sent
@@ -366,9 +367,9 @@ class UnitreeDdsRobot:
             self._republisher.join(timeout=2.0)
             self._republisher = None
         with self._write_lock:
-            delete_entities(self._entities)
-            self._entities = []
-            self._reader = self._writer = None
+            entities, self._entities = self._entities, []
+            self._reader = self._writer = self._waitset = None
+            delete_entities(entities)
 
     def __enter__(self) -> UnitreeDdsRobot:
         self.connect()
@@ -417,6 +418,6 @@ class UnitreeDdsRobot:
                 # Read under the lock: bytes taken before it could be older than a write() that got the lock
                 # first, and re-sending them after it would put the previous command back in force (a policy
                 # target after the first damping frame).
-                write_serialized(self._writer, self._command_bytes)
+                write_serialized(self._writer, self._command_bytes, self._command_msg)
             self._last_publish = tick.wake
             self.commands_republished += 1

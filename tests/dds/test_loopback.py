@@ -174,7 +174,7 @@ def test_lowcmd_with_crc_crosses_processes_and_bad_crc_is_dropped() -> None:
 def test_loopback_config_is_cyclone_xml_bound_to_lo() -> None:
     root = ET.fromstring(cyclone_config_xml("lo"))
     assert root.find("./Domain/General/Interfaces/NetworkInterface").get("name") == "lo"
-    assert root.find("./Domain/General/AllowMulticast").text == "false"
+    assert root.find("./Domain/General/AllowMulticast").text == "spdp"  # discovery by multicast too
     assert root.find("./Domain/Discovery/Peers/Peer").get("address") == "127.0.0.1"
     robot_side = ET.fromstring(cyclone_config_xml("eth0"))
     assert robot_side.find("./Domain/General/AllowMulticast") is None

@@ -93,8 +93,10 @@ def test_refuses_a_spec_without_a_unitree_interface() -> None:
 def test_connect_without_a_robot_names_topic_domain_and_interface(domain: int) -> None:
     robot = UnitreeDdsRobot(load_robot("a1"), domain_id=domain, connect_timeout_s=0.3)
     with pytest.raises(RobotConnectionError, match=rf"'rt/lowstate' within 0.3 s \(DDS domain {domain}, network "
-                                                   r"interface 'lo', robot 'a1'\)"):
+                                                   r"interface 'lo', robot 'a1'\)") as caught:
         robot.connect()
+    # Not only domain and interface: a peer with another discovery config is named as a cause too.
+    assert "discovers peers differently" in str(caught.value) and "multicast" in str(caught.value)
     with pytest.raises(RuntimeError, match="before connect"):
         robot.write(JointCommand.passive(12))
 
