@@ -41,6 +41,7 @@ import numpy as np
 from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.core.errors import RobotRLError
+from robot_rl.core.loop_timing import fifo_scheduling
 from robot_rl.core.types import RobotInterface
 from robot_rl.core.validate import in_range, positive
 from robot_rl.robots.spec import RobotSpec
@@ -280,21 +281,10 @@ def _fifo_for_new_threads(priority: int | None) -> Iterator[None]:
     here on inherits it: the DDS re-publish thread, the log writer, DDS's own threads. FIFO for the loop's
     thread alone is not enough: a normal-priority thread descheduled while it holds the GIL makes the loop
     wait (priority inversion), and on a loaded machine the overrun watchdog trips. Refusal is reported."""
-    if priority is None or not hasattr(os, "sched_setscheduler"):
+    with fifo_scheduling(priority) as refused:
+        if refused:
+            print(f"warning: {refused}; running at normal priority", file=sys.stderr)
         yield
-        return
-    previous = os.sched_getscheduler(0), os.sched_getparam(0)
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except OSError as exc:  # EPERM without CAP_SYS_NICE / RLIMIT_RTPRIO; EINVAL for a bad priority
-        print(f"warning: SCHED_FIFO {priority} refused ({exc.strerror}); running at normal priority",
-              file=sys.stderr)
-        yield
-        return
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, *previous)
 
 
 def deploy(robot: str = "a1", policy: str = "policies/a1_flat/policy.onnx", interface: InterfaceName = "sim",

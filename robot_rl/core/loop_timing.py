@@ -285,6 +285,24 @@ def _try_fifo(priority: int) -> tuple[bool, str, Callable[[], None] | None]:
     return True, f"SCHED_FIFO priority {priority}", restore
 
 
+@contextlib.contextmanager
+def fifo_scheduling(priority: int | None) -> Iterator[str | None]:
+    """The calling thread under SCHED_FIFO ``priority`` for the block (``None``: unchanged), restored after.
+
+    Threads and child processes started inside the block inherit the policy, which is the point where a
+    whole process must run real-time (its helper threads included). Yields ``None`` when applied or not
+    asked for, else why the OS refused (the block runs at normal priority then)."""
+    if priority is None:
+        yield None
+        return
+    applied, detail, restore = _try_fifo(priority)
+    try:
+        yield None if applied else detail
+    finally:
+        if restore:
+            restore()
+
+
 def _try_affinity(cpus: Collection[int]) -> tuple[bool, str, Callable[[], None] | None]:
     if not hasattr(os, "sched_setaffinity"):
         return False, "CPU affinity is not available on this platform", None

@@ -255,3 +255,17 @@ def test_real_clock_wait_next_without_iteration_api():
     for previous, tick in itertools.pairwise(ticks):
         assert tick.index == previous.index + 1 + tick.missed
     assert loop.stats.ticks == 5
+
+
+def test_fifo_scheduling_applies_for_the_block_and_restores_or_says_why_not():
+    from robot_rl.core.loop_timing import fifo_scheduling
+
+    before = os.sched_getscheduler(0)
+    with fifo_scheduling(None) as refused:
+        assert refused is None and os.sched_getscheduler(0) == before
+    with fifo_scheduling(5) as refused:
+        # Root (or CAP_SYS_NICE) gets FIFO; elsewhere the reason, and the block runs unchanged.
+        assert (os.sched_getscheduler(0) == os.SCHED_FIFO) if refused is None else ("refused" in refused)
+    assert os.sched_getscheduler(0) == before
+    with pytest.raises(ValueError, match="fifo_priority"), fifo_scheduling(1000):
+        pass

@@ -13,7 +13,6 @@ policy (ramp to the default pose and hold it), so they run whether or not a poli
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from robot_rl.control.deploy_command import run_deployment
 from robot_rl.control.deploy_loop import RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.control.state_machine import ramp_duration
+from robot_rl.core.loop_timing import fifo_scheduling
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.data.mcap_log import read_log
 from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
@@ -70,16 +70,8 @@ def realtime_priority() -> Iterator[None]:
     of the thread that creates them). On a loaded machine a normal-priority thread that holds the GIL can
     be descheduled for tens of ms while the control loop waits for it, and the watchdogs rightly fault
     (FIFO for the loop's thread alone does not help then). Left at normal priority without the privilege."""
-    previous = os.sched_getscheduler(0), os.sched_getparam(0)
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
-    except OSError:  # EPERM without CAP_SYS_NICE / RLIMIT_RTPRIO
+    with fifo_scheduling(FIFO_PRIORITY):  # refused (no CAP_SYS_NICE / RLIMIT_RTPRIO): normal priority
         yield
-        return
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, *previous)
 
 
 def _connect(spec: RobotSpec, domain: int) -> UnitreeDdsRobot:

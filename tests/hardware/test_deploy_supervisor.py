@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import signal
 import sys
@@ -30,6 +29,7 @@ import pytest
 
 from robot_rl.control.deploy_command import command_age_limit, exit_status
 from robot_rl.control.supervisor import Supervisor
+from robot_rl.core.loop_timing import fifo_scheduling
 from robot_rl.core.types import JointCommand
 from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
 from robot_rl.robots.spec import load_robot
@@ -63,16 +63,8 @@ def realtime_priority() -> Iterator[None]:
     --fifo-priority and starts its supervisor under it. On this shared machine a normal-priority controller
     is descheduled long enough for its own overrun watchdog (rightly) to fault, and a healthy run would not
     look healthy. Left at normal priority without the privilege."""
-    previous = os.sched_getscheduler(0), os.sched_getparam(0)
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
-    except OSError:  # EPERM without CAP_SYS_NICE / RLIMIT_RTPRIO
+    with fifo_scheduling(FIFO_PRIORITY):  # refused (no CAP_SYS_NICE / RLIMIT_RTPRIO): normal priority
         yield
-        return
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, *previous)
 
 
 @pytest.fixture
