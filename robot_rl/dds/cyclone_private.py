@@ -2,7 +2,7 @@
 
 The 500 Hz command stream re-sends stored bytes and the supervisor notes raw arrivals without decoding
 them; Cyclone's public Python API (``DataWriter.write`` / ``DataReader.take``) always (de)serializes, which
-costs ≈ 180-270 µs per ``LowCmd`` in Python. So, where the binding is one we verified, this module uses its
+costs two orders of magnitude more per ``LowCmd`` in Python. So, where the binding is one we verified, this module uses its
 internals:
 
 - ``cyclonedds._clayer.ddspy_write(writer._ref, bytes)``: publish already serialized bytes;
@@ -23,11 +23,8 @@ put the same bytes on the wire). Read in the binding's source: 11.0.0 and its ma
 fallback, which needs only ``DataWriter.write``, ``DataReader.take``, ``get_qos`` and ``IdlStruct``
 (de)serialization. Widen the range after running the tests above against a new release.
 
-Cost of the fallback (benchmarks/bench_dds_write_path.py, cyclonedds 11.0.1, a shared 2-core machine):
-a re-sent ``LowCmd`` ≈ 140 µs (unitree_go) / ≈ 210 µs (unitree_hg) instead of ≈ 2 µs, a watched one
-≈ 290 / 430 µs instead of ≈ 1 µs; at 500 Hz that is ≈ 7-10 % of a core for the re-publish thread and
-≈ 15-20 % for the supervisor. State-in → command-out latency (bench_dds_latency.py --public-api):
-p50 1027 vs 867 µs, p99 1578 vs 1381 µs.
+The fallback is much slower per message (figures: benchmarks/results/RESULTS_dds_write_path.md), which is
+why the fast path exists at all.
 """
 
 from __future__ import annotations
