@@ -2,8 +2,8 @@
 
 The 500 Hz command stream re-sends stored bytes and the supervisor notes raw arrivals without decoding
 them; Cyclone's public Python API (``DataWriter.write`` / ``DataReader.take``) always (de)serializes, which
-costs two orders of magnitude more per ``LowCmd`` in Python. So, where the binding is one we verified, this module uses its
-internals:
+costs two orders of magnitude more per ``LowCmd`` in Python. So, where the binding is one we verified,
+this module uses its internals:
 
 - ``cyclonedds._clayer.ddspy_write(writer._ref, bytes)``: publish already serialized bytes;
 - ``cyclonedds._clayer.ddspy_take(reader._ref, mask, n)``: take samples as bytes, undecoded;
