@@ -81,6 +81,7 @@ class Bench:
     def __init__(self, domain: int, fifo_priority: int | None) -> None:
         self.domain, self.fifo = domain, fifo_priority
         self.bridge = None
+        self.bridge_args: list[str] = []  # sim bridge flags (faults) for every bridge started from now on
         self.status = fixtures.StatusReader(domain)
         self.supervisor_cpu: list[float] = []  # share of one core the supervisor used while watching
 
@@ -88,18 +89,18 @@ class Bench:
         if self.bridge is not None:
             self.bridge.stop()
         started = time.monotonic()
-        self.bridge = fixtures.BridgeProcess(self.domain, [], 3600.0)
+        self.bridge = fixtures.BridgeProcess(self.domain, list(self.bridge_args), 3600.0)
         settled = self.status.wait_for(lambda s: s.tick_origin_monotonic_s > started and s.sim_time_s > 1.0, 60)
         assert settled is not None, "the sim bridge did not start"
         return started
 
-    def running_deploy(self, row: Row):
+    def running_deploy(self, row: Row, *extra: str, duration_s: float = 120.0):
         """A deploy whose policy walks; one that faulted by itself first (an overrun on this loaded machine,
         a robot that fell on its side after repeated damping) is counted and replaced, on a fresh bridge, or
-        its damping would be timed against a fault it never saw."""
+        its damping would be timed against a fault it never saw. ``extra``: more deploy arguments."""
         for _ in range(5):
             t0 = time.monotonic()
-            deploy = harness.DeployProcess(self.domain, 120.0, fifo_priority=self.fifo)
+            deploy = harness.DeployProcess(self.domain, duration_s, *extra, fifo_priority=self.fifo)
             ok = self.status.wait_for(lambda s, t0=t0: s.command_kp_max > 0 and s.last_command_monotonic_s > t0,
                                       60)
             if ok is None or ok.command_kp_max == 0:
