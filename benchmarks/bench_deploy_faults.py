@@ -27,6 +27,7 @@ injected (time.monotonic() just before the signal). Goal: within 2 × the spec's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import platform
@@ -37,6 +38,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from robot_rl.core.loop_timing import fifo_scheduling
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -251,6 +254,21 @@ def report(rows: list[Row], reps: int, wall_s: float, fifo: int | None, cpu: lis
     return "\n".join(lines) + "\n"
 
 
+_RUN = contextlib.ExitStack()  # held for the process's life: what the run is entered into
+
+
+def run_under_fifo(priority: int | None) -> int | None:
+    """This process under SCHED_FIFO for the rest of the run, so the bridge and every deploy it starts
+    inherit it, as on a robot's computer; the priority in force (None: not asked for, or refused)."""
+    if priority is None:
+        return None
+    refused = _RUN.enter_context(fifo_scheduling(priority))
+    if refused:
+        print(f"{refused}; running at normal priority", file=sys.stderr)
+        return None
+    return priority
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -258,13 +276,7 @@ def main() -> int:
     parser.add_argument("--fifo-priority", type=int, default=10, help="0: off")
     parser.add_argument("--markdown-out", type=Path)
     args = parser.parse_args()
-    fifo = args.fifo_priority or None
-    if fifo is not None:
-        try:  # the bridge and every deploy inherit it, as on a robot's computer
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
-        except OSError:
-            print("SCHED_FIFO refused; running at normal priority", file=sys.stderr)
-            fifo = None
+    fifo = run_under_fifo(args.fifo_priority or None)
     domain = random.SystemRandom().randint(150, 230)
     bench = Bench(domain, fifo)
     rows = []

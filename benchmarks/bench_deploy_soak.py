@@ -364,13 +364,7 @@ def main() -> int:
     parser.add_argument("--markdown-out", type=Path)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    fifo = args.fifo_priority or None
-    if fifo is not None:
-        try:  # the bridge and every deploy inherit it, as on a robot's computer
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
-        except OSError:
-            print("SCHED_FIFO refused; running at normal priority", file=sys.stderr)
-            fifo = None
+    fifo = faults_bench.run_under_fifo(args.fifo_priority or None)
     domain = random.SystemRandom().randint(150, 230)
     bench = Bench(domain, fifo)
     sampler = RssSampler()
