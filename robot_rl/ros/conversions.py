@@ -183,15 +183,20 @@ TWIST_FIELDS: dict[str, int] = {
 }
 
 
-def twist_command_indices(command_names: Sequence[str]) -> tuple[int, ...]:
-    """Where each of the policy's commands sits in a Twist; checked once, when the node configures."""
-    unknown = [name for name in command_names if name not in TWIST_FIELDS]
+def _command_indices(command_names: Sequence[str], fields: dict[str, int], topic: str, message: str) -> tuple[int, ...]:
+    """Where each of the policy's commands sits in ``message``'s fields; checked once, when the node configures."""
+    unknown = [name for name in command_names if name not in fields]
     if unknown:
         raise MessageError(
-            f"cmd_vel: the policy's command{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"cannot come from a geometry_msgs/Twist (it carries {', '.join(TWIST_FIELDS)})"
+            f"{topic}: the policy's command{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"cannot come from a {message} (it carries {', '.join(fields)})"
         )
-    return tuple(TWIST_FIELDS[name] for name in command_names)
+    return tuple(fields[name] for name in command_names)
+
+
+def twist_command_indices(command_names: Sequence[str]) -> tuple[int, ...]:
+    """Where each of the policy's commands sits in a Twist."""
+    return _command_indices(command_names, TWIST_FIELDS, "cmd_vel", "geometry_msgs/Twist")
 
 
 # Reach command name → index into a geometry_msgs/Point (x, y, z): the Panda reach policy's target.
@@ -200,14 +205,8 @@ COMMAND_INPUTS = ("auto", "cmd_vel", "target", "none")
 
 
 def target_command_indices(command_names: Sequence[str]) -> tuple[int, ...]:
-    """Where each of the policy's commands sits in a Point (x, y, z); checked once, at configure."""
-    unknown = [name for name in command_names if name not in TARGET_FIELDS]
-    if unknown:
-        raise MessageError(
-            f"target: the policy's command{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"cannot come from a geometry_msgs/PointStamped (it carries {', '.join(TARGET_FIELDS)})"
-        )
-    return tuple(TARGET_FIELDS[name] for name in command_names)
+    """Where each of the policy's commands sits in a Point (x, y, z)."""
+    return _command_indices(command_names, TARGET_FIELDS, "target", "geometry_msgs/PointStamped")
 
 
 @dataclasses.dataclass(frozen=True)
