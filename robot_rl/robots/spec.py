@@ -97,8 +97,8 @@ class SafetySpec:
 
 @dataclass(frozen=True)
 class SimModelSpec:
-    source: Literal["pybullet_data", "menagerie", "path"]
-    path: str  # relative to pybullet_data / the Menagerie checkout / the spec file
+    source: Literal["pybullet_data", "menagerie", "unitree_mujoco", "path"]
+    path: str  # relative to pybullet_data / the Menagerie or unitree_mujoco checkout / the spec file
     floating_base: bool
     base_body: str  # body whose pose is the robot's base pose
     imu_body: str  # body carrying the IMU
