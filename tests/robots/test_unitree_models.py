@@ -13,7 +13,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.robots.assets import model_source_missing, resolve_model_path
+from robot_rl.robots.assets import UNITREE_MUJOCO, ModelSourceError, model_source_missing, resolve_model_path
 from robot_rl.robots.mujoco_model import MujocoRobot, build_mujoco_model, check_spec_against_model
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec, load_robot
 from robot_rl.robots.stand_check import stand_check
@@ -141,3 +141,18 @@ def test_domain_randomization_applies(name):
     for _ in range(100):  # the randomized model still steps
         mujoco.mj_step(model, data)
     assert np.isfinite(data.qpos).all()
+
+
+def test_a_missing_unitree_mujoco_checkout_says_how_to_get_it(monkeypatch, tmp_path):
+    absent = tmp_path / "no_checkout"
+    monkeypatch.setenv(UNITREE_MUJOCO.env_var, str(absent))
+    spec = load_robot("g1")
+    with pytest.raises(ModelSourceError) as error:
+        build_mujoco_model(spec)
+    message = str(error.value)
+    assert message.startswith(f"{spec.source_file}: sim_model: source 'unitree_mujoco' needs a local unitree_mujoco")
+    assert f"git clone --depth 1 {UNITREE_MUJOCO.url} {absent}" in message and UNITREE_MUJOCO.env_var in message
+    assert len(message.splitlines()) == 1
+    absent.mkdir()  # a checkout without the G1: the error names the file it looked for
+    with pytest.raises(ModelSourceError, match=re.escape("unitree_robots/g1/g1_29dof.xml")):
+        build_mujoco_model(spec)
