@@ -117,7 +117,8 @@ class PolicyController:
 
     @property
     def last_inputs(self) -> np.ndarray:
-        """(1, 2J + 10 + C) float64: q, dq, base quat, gyro, base lin vel (0 if unmeasured), command."""
+        """(1, 2J + 10 + C) float64: q, dq (the J policy joints), base quat, gyro, base lin vel (0 if unmeasured),
+        command."""
         return self._raw
 
     @property
