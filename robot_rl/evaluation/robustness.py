@@ -26,6 +26,7 @@ mean tool-point error over its targets. Runs go to ``workers`` processes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -262,24 +263,38 @@ def tracking_error(score) -> float:
     return float(sum(score.tracking[ch].mean for ch in ("vx", "vy", "yaw_rate")))
 
 
-def run_condition(policy: str, c: Condition, seed: int, config: GateConfig) -> RunOutcome:
-    """One run of ``c`` with ``seed`` through the deploy runtime; a crash is an outcome, not an exception."""
-    from robot_rl.control.runtime import DeployRuntime
-    from robot_rl.evaluation.scoring import score_run
-    from robot_rl.evaluation.sim2sim import run_simulator
-    from robot_rl.policy.onnx_policy import read_contract
+@functools.cache
+def _loaded(policy: str):
+    """(task, spec, policy) of ``policy``, once per process: reading the robot's YAML and opening the ONNX
+    session cost more than a short run. The policy is feed-forward (its buffers are scratch), so runs in
+    sequence share it; each run gets a fresh controller and runtime."""
+    from robot_rl.policy.contract import PolicyContract, layout_for_policy
+    from robot_rl.policy.onnx_policy import load_policy, read_contract
     from robot_rl.robots.spec import load_robot
     from robot_rl.tasks.registry import make_task
 
+    found = read_contract(policy)
+    task, spec = make_task(found.provenance.task), load_robot(found.robot)
+    expected = PolicyContract.expected_from(spec, layout_for_policy(task.actor_obs, found), task.commands,
+                                            task.action)
+    return task, spec, load_policy(policy, expected)
+
+
+def run_condition(policy: str, c: Condition, seed: int, config: GateConfig) -> RunOutcome:
+    """One run of ``c`` with ``seed`` through the deploy runtime; a crash is an outcome, not an exception."""
+    from robot_rl.control.controller import PolicyController
+    from robot_rl.control.runtime import DeployRuntime
+    from robot_rl.evaluation.scoring import score_run
+    from robot_rl.evaluation.sim2sim import run_simulator
+
     start = time.perf_counter()
     try:
-        found = read_contract(policy)
-        task, spec = make_task(found.provenance.task), load_robot(found.robot)
+        task, spec, onnx = _loaded(str(policy))
         scenario = condition_scenario(c, seed, task, spec)
         simulator = SETTINGS[c.setting][0]
 
         def make_runtime():
-            runtime = DeployRuntime.load(spec.name, policy)
+            runtime = DeployRuntime(spec, PolicyController.for_task(task, spec, onnx))
             return NoisyRuntime.for_task(runtime, task, seed) if c.perturbation.obs_noise else runtime
 
         run = run_simulator(make_runtime, spec, simulator, scenario,
@@ -340,14 +355,9 @@ class SuiteResult:
 def run_suite(policy: str, config: GateConfig | None = None, workers: int = 2, seeds: int = SUITE_SEEDS,
               select: Callable[[Condition], bool] | None = None) -> SuiteResult:
     """The whole suite for ``policy`` (``select``: only the conditions it accepts, e.g. for tests)."""
-    from robot_rl.policy.onnx_policy import read_contract
-    from robot_rl.robots.spec import load_robot
-    from robot_rl.tasks.registry import make_task
-
     start = time.perf_counter()
     config = config or GateConfig()
-    found = read_contract(policy)
-    task, spec = make_task(found.provenance.task), load_robot(found.robot)
+    task, spec, _ = _loaded(str(policy))  # also refuses a policy whose contract does not match its task
     conditions = [c for c in suite_conditions(task, spec, seeds) if select is None or select(c)]
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
     try:
