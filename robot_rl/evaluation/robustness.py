@@ -325,8 +325,10 @@ def _run_all(policy: str, conditions: list[Condition], config: GateConfig,
 def summarize(c: Condition, runs: list[RunOutcome], nominal_error: float, config: GateConfig) -> ConditionResult:
     falls = sum(r.fell for r in runs)
     errors = sum(r.error is not None for r in runs)
+    # A ratio compares runs of the same script: the nominal seeds and the corners (the gate scenario).
     ratios = [nominal_error / r.tracking_error if r.tracking_error > 0 else math.nan for r in runs]
-    ratio = min(ratios) if ratios and not any(math.isnan(x) for x in ratios) else math.nan
+    same_script = c.ratio or c.group == "nominal"
+    ratio = min(ratios) if same_script and ratios and not any(math.isnan(x) for x in ratios) else math.nan
     rate = max((r.intervention_rate for r in runs), default=math.nan)
     gate_failures = sum(not r.gate_tracking_passed for r in runs)
     passed = (errors == 0 and falls <= config.max_falls and rate <= config.max_intervention_rate

@@ -37,7 +37,7 @@ def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str
     for r in result.results:
         c = r.condition
         notes = []
-        if r.gate_tracking_failures:
+        if c.gate_tracking and r.gate_tracking_failures:
             notes.append(f"gate tracking failed in {r.gate_tracking_failures}")
         if r.errors:
             notes.append(f"{r.errors} runs crashed")
