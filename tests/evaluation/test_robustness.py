@@ -152,3 +152,19 @@ def test_suite_runs_in_worker_processes_and_scores_ratios_against_nominal():
     worst = [r for r in result.results if r.condition.group == "worst case"]
     assert len(worst) == 1 and worst[0].condition.perturbation.payload_kg == 3.0
     assert result.runs == 4 and not result.errors and not result.passed
+
+
+@pytest.mark.parametrize("simulator", ["mujoco", "pybullet"])
+def test_steps_scene_builds_in_both_simulators_and_the_robot_stands_clear_of_it(simulator):
+    """No rough policy exists yet: the steps condition is checked to build and hold the robot in each simulator."""
+    task, spec = make_task("a1-rough"), load_robot("a1")
+    steps = next(c for c in rb.suite_conditions(task, spec) if c.group == "steps" and c.setting == simulator)
+    scenario = rb.condition_scenario(steps, 0, task, spec)
+    with PerturbedSimRobot(spec, simulator, steps.perturbation, scene=scenario.scene) as robot:
+        hold = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
+        for _ in range(25):
+            robot.write(hold)
+        state = robot.read()
+    assert abs(state.base_pos[2] - spec.sim_model.base_height) < 0.08  # on the floor, not on a block
+    first = min(b.pos[0] - b.half_size[0] for b in scenario.scene.boxes)
+    assert first > 0.3  # the first step is ahead of the feet
