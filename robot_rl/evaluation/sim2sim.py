@@ -380,6 +380,7 @@ def sim2sim(
         suite: quick: the gate's scripted run in each simulator (what `make demo` runs); full: that, then the
             robustness suite (shoves from 8 directions, the corners of the training randomization, both MuJoCo
             contact settings and PyBullet, a long walk; robot_rl/evaluation/robustness.py), ~5 min on 2 cores.
+            The suite runs all its settings at its own script lengths (--simulators and --time-scale are the gate's).
     """
     positive(time_scale=time_scale)
     console = Console()
