@@ -1,6 +1,7 @@
 """Thresholds of the sim2sim gate: one frozen dataclass, defaults documented, overridable from YAML.
 
-Every threshold is an upper bound (a measured value passes when it is ``<=`` the limit). A YAML override
+Every threshold is an upper bound (a measured value passes when it is ``<=`` the limit), except the robustness
+suite's ``robust_tracking_ratio_min``, a lower bound. A YAML override
 file holds any subset of the fields, e.g.::
 
     # gate.yaml
@@ -78,6 +79,11 @@ class GateConfig:
     # -- object-goal tasks --------------------------------------------------------------------------------
     object_goal_final_error_max_m: float = _doc(
         0.03, "the object's distance to the goal at the end of the run (panda-push's success radius)", "m")
+
+    # -- robustness suite (``--suite full``) ----------------------------------------------------------------
+    robust_tracking_ratio_min: float = _doc(
+        0.9, "a LOWER bound: at each corner of the training randomization, the nominal run's tracking error "
+        "divided by the corner run's (1: as good as nominal), on the gate's scenario in the same simulator")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -159,12 +159,14 @@ def tool_points(spec: RobotSpec, q: np.ndarray) -> np.ndarray:
 
 
 def run_simulator(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, simulator: str,
-                  scenario: Scenario) -> SimRun:
-    """One lockstep run of ``scenario`` in ``simulator`` with a fresh runtime."""
+                  scenario: Scenario, make_robot: Callable[[], SimRobot] | None = None) -> SimRun:
+    """One lockstep run of ``scenario`` in ``simulator`` with a fresh runtime (``make_robot``: a robot other
+    than the plain SimRobot, e.g. the robustness suite's perturbed one)."""
     start = time.perf_counter()
     capacity = round(scenario.total_s / spec.timing.policy_period_s) + 1
     timed = _TimedRuntime(make_runtime(), capacity)
-    with SimRobot(spec, simulator, scene=scenario.scene) as robot:
+    robot_in = make_robot() if make_robot is not None else SimRobot(spec, simulator, scene=scenario.scene)
+    with robot_in as robot:
         timed.observe_objects(robot)  # an object-goal task's policy observes the scene's object
         probe = _StateProbe(robot, capacity)
         setup_s = time.perf_counter() - start
@@ -335,13 +337,36 @@ def write_outputs(result: GateResult, out_dir: str | Path) -> list[Path]:
 
 
 def _command_line(policy: str, robot: str | None, out_dir: str, simulators: Sequence[str], config: str | None,
-                  time_scale: float) -> str:
+                  time_scale: float, suite: str = "quick") -> str:
     parts = ["robot-rl", "sim2sim", "--policy", policy]
     parts += ["--robot", robot] if robot else []
     parts += ["--out-dir", out_dir] + (["--simulators", *simulators] if simulators else [])
     parts += ["--config", config] if config else []
     parts += ["--time-scale", f"{time_scale:g}"] if time_scale != 1.0 else []
+    parts += ["--suite", suite] if suite != "quick" else []
     return shlex.join(parts)
+
+
+def robustness_suite(policy: str, config: GateConfig, command: str, out_dir: str, console: Console) -> bool:
+    """The robustness suite (``--suite full``) on 2 worker processes; writes ``robustness.md``; True: it passed."""
+    import os
+
+    from robot_rl.evaluation.robustness import run_suite
+    from robot_rl.evaluation.robustness_report import write_suite
+
+    console.print("[bold]robustness suite[/bold]: shoves, DR corners, contact settings, long walk …")
+    result = run_suite(policy, config, workers=max(1, min(2, os.cpu_count() or 1)))
+    path = write_suite(result, config, command, out_dir)
+    failed = [r for r in result.results if not r.passed]
+    for r in failed[:20]:
+        c = r.condition
+        console.print(f"  [red]FAIL[/red] {c.group}: {c.label} ({c.setting}) — {r.falls} falls in {r.runs} runs")
+    if len(failed) > 20:
+        console.print(f"  … and {len(failed) - 20} more")
+    word = "[bold green]PASS[/bold green]" if result.passed else "[bold red]FAIL[/bold red]"
+    console.print(f"robustness suite: {word}, {len(failed)} of {len(result.results)} conditions fail; {result.runs} "
+                  f"runs in {result.wall_s:.0f} s — {path}")
+    return result.passed
 
 
 def sim2sim(
@@ -351,6 +376,7 @@ def sim2sim(
     simulators: tuple[Simulator, ...] = (),
     config: str | None = None,
     time_scale: float = 1.0,
+    suite: Literal["quick", "full"] = "quick",
 ) -> int:
     """Sim2sim gate: run an exported policy through the deploy runtime in MuJoCo and a second physics; 0 pass, 1 fail.
 
@@ -362,13 +388,18 @@ def sim2sim(
             for a URDF model, else mujoco-alt, MuJoCo's second integrator/contact configuration).
         config: YAML file overriding gate thresholds (see robot_rl/evaluation/gate_config.py).
         time_scale: stretch (> 1) or shrink (< 1) the scripted scenario; 1 is the gate's own.
+        suite: quick: the gate's scripted run in each simulator (what `make demo` runs); full: that, then the
+            robustness suite (shoves from 8 directions, the corners of the training randomization, both MuJoCo
+            contact settings and PyBullet, a long walk; robot_rl/evaluation/robustness.py), ~5 min on 2 cores.
+            The suite runs all its settings at its own script lengths (--simulators and --time-scale are the gate's).
     """
     positive(time_scale=time_scale)
     console = Console()
     gate_config = GateConfig.from_yaml(config) if config else GateConfig()
-    command = _command_line(policy, robot, out_dir, simulators, config, time_scale)
+    command = _command_line(policy, robot, out_dir, simulators, config, time_scale, suite)
     result = policy_gate(policy, robot, simulators or None, gate_config, time_scale, command, console)
     print_summary(result, console)
     paths = write_outputs(result, out_dir)
     console.print("report: " + ", ".join(str(p) for p in paths))
-    return 0 if result.passed else 1
+    robust = robustness_suite(policy, gate_config, command, out_dir, console) if suite == "full" else True
+    return 0 if result.passed and robust else 1

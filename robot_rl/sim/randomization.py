@@ -159,9 +159,16 @@ def apply_model_sample(model: mujoco.MjModel, data: mujoco.MjData, nominal: Nomi
     model.body_ipos[:] = ipos
     model.jnt_actfrcrange[:] = randomized_effort_limits(nominal, s.motor_strength[0])
     # Constraint scaling (invweight), subtree masses etc. are derived from the masses at compile time.
+    # mj_setConst computes them at the model's qpos0 and leaves ``data`` there (a legged robot's legs straight):
+    # the state the caller had (a standing robot, a scene's objects) is put back, with its derived quantities.
     import mujoco
 
+    what = mujoco.mjtState.mjSTATE_INTEGRATION
+    state = np.empty(mujoco.mj_stateSize(model, what))
+    mujoco.mj_getState(model, data, state, what)
     mujoco.mj_setConst(model, data)
+    mujoco.mj_setState(model, data, state, what)
+    mujoco.mj_forward(model, data)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -55,6 +55,13 @@ def _add_contact_sensor(mjs: mujoco.MjSpec, name: str, body: str) -> None:
     s.intprm = [_CONTACT_FOUND_FORCE, _REDUCE_NETFORCE, 1]
 
 
+def use_training_contact(model: mujoco.MjModel) -> None:
+    """The training env's contact settings on a compiled model: MuJoCo's pyramidal friction cone, impratio 1
+    (see :func:`build_training_world`). The sim2sim robustness suite runs a policy in them too."""
+    model.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+    model.opt.impratio = 1.0
+
+
 def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visual: bool = False,
                          scene: SimScene | None = None) -> TrainingWorld:
     """``scene``: objects around the robot (a push task's table and cube)."""
@@ -97,8 +104,7 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
         # more is harmless under friction randomization, and the sim2sim gate then checks the policy against
         # the stiffer-friction MuJoCo model and PyBullet: a second, different contact model for free. A scene
         # keeps the builder's cone: how a pushed object slides and sticks is the task itself there.
-        m.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-        m.opt.impratio = 1.0
+        use_training_contact(m)
 
     def adr(name: str) -> int:
         return int(m.sensor(name).adr[0])

@@ -91,3 +91,21 @@ def test_initial_joint_state_is_around_the_default_and_inside_the_limits(a1):
     assert np.all(q >= spec.position_lower) and np.all(q <= spec.position_upper)
     assert 0.3 < np.abs(q - spec.default_positions).max() <= 0.5
     assert 0.1 < np.abs(dq).max() <= 0.2
+
+
+def test_applied_sample_keeps_the_state_of_the_data(a1):
+    """mj_setConst moves the data to the model's qpos0 (an A1's legs straight); applying a sample must not: a
+    standing robot stays in its pose, with its velocities, time and derived positions."""
+    _, robot, nominal = a1
+    model = copy.copy(robot.model)
+    data = robot.make_data()  # the default (standing) pose
+    data.qvel[:] = np.linspace(-0.2, 0.2, model.nv)
+    data.time = 1.25
+    mujoco.mj_forward(model, data)
+    qpos, qvel, foot = data.qpos.copy(), data.qvel.copy(), data.xpos.copy()
+    assert not np.allclose(qpos, model.qpos0)  # the test means something: the pose is not the zero pose
+    s = dr.nominal_sample(nominal)
+    s.base_mass_add[:] = 1.0
+    dr.apply_model_sample(model, data, nominal, s)
+    assert np.array_equal(data.qpos, qpos) and np.array_equal(data.qvel, qvel) and data.time == 1.25
+    assert np.allclose(data.xpos, foot)  # kinematics recomputed at the kept pose

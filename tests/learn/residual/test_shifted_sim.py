@@ -166,3 +166,14 @@ def test_randomization_around_a_calibrated_robot_recentres_what_the_shift_names(
     # what the shift does not name stays as the task trained with
     assert (rand.link_mass_scale, rand.motor_strength, rand.push_interval_s, rand.observation_noise) == (
         training.link_mass_scale, training.motor_strength, training.push_interval_s, training.observation_noise)
+
+
+@pytest.mark.parametrize("robot_name", ["a1", "panda"])
+def test_connected_shifted_robot_starts_in_its_default_pose(robot_name):
+    """Applying the shift recomputes the model's constants (mj_setConst), which used to leave the robot at the
+    model's zero pose (an A1's legs straight) until reposition() was called."""
+    spec = load_robot(robot_name)
+    with ShiftedSimRobot(spec, RealityShift(payload_kg=1.0, friction_scale=0.8)) as robot:
+        state = robot.read()
+        assert np.allclose(state.q, spec.default_positions, atol=1e-9)
+        assert np.allclose(state.dq, 0.0)
