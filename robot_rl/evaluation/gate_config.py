@@ -79,6 +79,11 @@ class GateConfig:
     # -- object-goal tasks --------------------------------------------------------------------------------
     object_goal_final_error_max_m: float = _doc(
         0.03, "the object's distance to the goal at the end of the run (panda-push's success radius)", "m")
+    object_goal_layouts: int = _doc(
+        10, "layouts the object-goal gate runs in each simulator (layout seeds 0, 1, …; seed 0 is plotted)", "")
+    object_goal_off_max: float = _doc(
+        0.2, "share of those layouts whose object ends farther from its goal than object_goal_final_error_max_m "
+        "(0.2: the task's 80 % success bar)", "")
 
     # -- robustness suite (``--suite full``) ----------------------------------------------------------------
     robust_tracking_ratio_min: float = _doc(
@@ -90,6 +95,8 @@ class GateConfig:
             value = getattr(self, f.name)
             if not value >= 0:  # also refuses NaN
                 raise GateConfigError(f.name, f"must be ≥ 0, got {value!r}")
+        if self.object_goal_layouts < 1:
+            raise GateConfigError("object_goal_layouts", f"must be ≥ 1, got {self.object_goal_layouts!r}")
         if not 0.0 < self.fall_height_fraction < 1.0:
             raise GateConfigError("fall_height_fraction", f"must be in (0, 1), got {self.fall_height_fraction!r}")
 

@@ -11,9 +11,10 @@ robots with different ramps.
 - Reach tasks (``target_x, target_y, target_z``): four targets spread over the trained box, 3 s each.
   No pushes: an arm's base is fixed.
 - Object-to-goal tasks (a task with an observation source, e.g. panda-push): the source's scene with its
-  object where the source's first layout (seed 0) puts it, that layout's goal commanded for the task's
-  episode length. One layout, because the object cannot be put back mid-run; the success rate over many
-  layouts is a benchmark's job (``benchmarks/bench_bc_push.py``).
+  object where the source lays it out with seed 0, that layout's goal commanded for the task's episode
+  length. The object cannot be put back mid-run, so the gate runs this scenario again for layout seeds
+  1, 2, … (``Scenario.relayout``; how many: ``GateConfig.object_goal_layouts``) and scores the share that
+  ends at the goal: one layout would judge an 80–90 % policy by luck.
 
 Every command is clamped into the task's trained ranges when the scenario is built, so the script never
 asks a policy for something it was not trained on (the controller would clamp it anyway, silently).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -62,6 +64,8 @@ class Scenario:
     # and the task's distance of an object position to the goal (the command). None: no object.
     scene: object | None = None
     goal_distance: Callable[[np.ndarray, np.ndarray], float] | None = None
+    # Object-goal gates: the same scenario with the object laid out by another seed (the gate scores several).
+    relayout: Callable[[int], Scenario] | None = None
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -153,17 +157,18 @@ def reach_scenario(commands: CommandSpec, lead_in_s: float, time_scale: float = 
 
 
 def object_goal_scenario(commands: CommandSpec, lead_in_s: float, time_scale: float = 1.0, source=None,
-                         episode_s: float = 10.0) -> Scenario:
-    """The object where ``source`` (the task's ObjectSource) lays it out first with seed
-    ``OBJECT_GATE_LAYOUT_SEED``, its goal commanded for ``episode_s``."""
+                         episode_s: float = 10.0, layout_seed: int = OBJECT_GATE_LAYOUT_SEED) -> Scenario:
+    """The object where ``source`` (the task's ObjectSource) lays it out first with ``layout_seed``, its goal
+    commanded for ``episode_s``. ``relayout(k)`` gives the same scenario for layout seed k."""
     if source is None:
         raise ValueError("an object-goal scenario needs the task's observation source (TaskTerms.source)")
-    layout = source.sample_episode(np.random.default_rng(OBJECT_GATE_LAYOUT_SEED))
+    layout = source.sample_episode(np.random.default_rng(layout_seed))
     goal = dict(zip(commands.names, np.asarray(layout.command, dtype=float).tolist(), strict=True))
     script = (("to the goal", episode_s, goal),)
-    return Scenario(f"object to goal: one layout (seed {OBJECT_GATE_LAYOUT_SEED})", "object_goal", commands.names,
+    return Scenario(f"object to goal: layout seed {layout_seed}", "object_goal", commands.names,
                     _back_to_back(commands, script, time_scale), (), lead_in_s,
-                    scene=source.scene_at(np.asarray(layout.cube_xy)), goal_distance=source.goal_distance)
+                    scene=source.scene_at(np.asarray(layout.cube_xy)), goal_distance=source.goal_distance,
+                    relayout=partial(object_goal_scenario, commands, lead_in_s, time_scale, source, episode_s))
 
 
 # The gate's scenario of each gate a task can name (TaskTerms.gate).

@@ -85,5 +85,10 @@ def test_object_goal_scenario_for_panda_push_lays_out_the_cube_and_commands_its_
     np.testing.assert_allclose(sc.segments[0].command, layout.command)
     assert sc.scene is not None and sc.scene.tracked is not None
     assert sc.goal_distance(np.r_[layout.command, 0.0], layout.command) == 0.0
+    again = sc.relayout(3)  # the same scenario, the cube where layout seed 3 puts it
+    layout3 = task.terms.source.sample_episode(np.random.default_rng(3))
+    np.testing.assert_allclose(again.segments[0].command, layout3.command)
+    assert again.name == "object to goal: layout seed 3" and again.script_s == sc.script_s
+    assert not np.allclose(again.segments[0].command, layout.command)
     with pytest.raises(ValueError, match="needs the task's observation source"):
         scenario_for("object_goal", task.commands, panda)

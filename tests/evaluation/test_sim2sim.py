@@ -126,8 +126,9 @@ def test_cli_function_with_tyro_writes_the_report_and_returns_1(untrained_a1_pol
 
 
 def test_object_goal_gate_scores_the_objects_final_distance_to_the_goal(tmp_path):
-    """panda-push's gate: the cube's scene in each simulator, the policy observing it; a policy that holds
-    the default pose leaves the cube where it is, 10 cm and more from the goal: it fails that check only."""
+    """panda-push's gate: the cube's scene in each simulator, the policy observing it, over several layouts; a
+    policy that holds the default pose leaves the cube where it is, 10 cm and more from the goal, on every
+    layout: it fails that check only. With one layout the gate scores that layout's distance itself."""
     import torch
 
     from robot_rl.policy import collect_provenance, contract_for_task, export_onnx
@@ -139,12 +140,20 @@ def test_object_goal_gate_scores_the_objects_final_distance_to_the_goal(tmp_path
         hold.weight.zero_()
         hold.bias.zero_()  # action 0: the default pose
     export_onnx(hold, None, contract, tmp_path / "hold.onnx")
-    result = policy_gate(tmp_path / "hold.onnx", time_scale=0.2)
+    result = policy_gate(tmp_path / "hold.onnx", time_scale=0.2, config=GateConfig(object_goal_layouts=3))
     for score in result.scores:
         checks = {c.name: c for c in score.checks}
-        final = checks["object distance to goal at the end"]
-        assert not final.passed and final.value > 0.09, score  # the cube never moved towards the goal
-        assert checks["falls"].passed and checks["safety interventions per tick"].passed
+        off = checks["layouts with the object off the goal (of 3)"]
+        assert not off.passed and off.value == 1.0 and off.note.startswith("0/3 within 3 cm"), score
+        assert checks["falls"].passed and checks["layouts with a fall, a safety fault or an error (of 3)"].passed
+        assert checks["safety interventions per tick, mean of 3 layouts"].passed
+        assert [c.name for c in score.checks if not c.passed] == [off.name]
     assert not result.passed
+    one = policy_gate(tmp_path / "hold.onnx", simulators=("mujoco",), time_scale=0.2,
+                      config=GateConfig(object_goal_layouts=1))
+    checks = {c.name: c for c in one.scores[0].checks}
+    final = checks["object distance to goal at the end"]
+    assert not final.passed and final.value > 0.09  # the cube never moved towards the goal
+    assert checks["safety interventions per tick"].passed
     for sim, run in result.runs.items():
         assert run.object_pos is not None and np.all(np.isfinite(run.object_pos)), sim
