@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.tasks.a1_velocity import a1_flat, a1_rough
+from robot_rl.tasks.go2_velocity import go2_flat
 from robot_rl.tasks.panda_push import panda_push
 from robot_rl.tasks.panda_reach import panda_reach
 from robot_rl.tasks.task import TaskCfg
@@ -21,6 +22,7 @@ class UnknownTaskError(RobotRLError, KeyError):
 TASKS: dict[str, Callable[[], TaskCfg]] = {
     "a1-flat": a1_flat,
     "a1-rough": a1_rough,
+    "go2-flat": go2_flat,
     "panda-reach": panda_reach,
     "panda-push": panda_push,
 }

@@ -1,0 +1,206 @@
+"""A :class:`ForeignPolicy` mapped onto a robot spec and written as an ONNX file with this project's contract.
+
+The exported graph takes what this project's runtime feeds (the contract's observation, term-major history,
+joints in the spec's order) and returns one raw action per spec joint; inside it, a fixed adapter makes the
+foreign network's own input and output of them:
+
+    obs ──gather──► the trainer's order (joints by name, its term order, its history layout)
+        ──(+ offset) · scale, clip──► the trainer's scaling (where the contract's scalar scale cannot say it)
+        ──► network [recurrent state in/out] ──► clip to the trainer's action bounds
+        ──► · scale ratio + offset, scattered to the spec's joints (joints it does not drive: 0 = default pose)
+
+Nothing is approximated: every step is a permutation or an exact affine map, so the file computes what the
+trainer's deploy code computes on the same robot state. Where the contract's own fields can say it (a
+uniform term scale, the observation clip), they do, and the runtime's observation builder applies them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from robot_rl.policy.contract import (
+    IMPORTED_NOTE,
+    PolicyContract,
+    Provenance,
+    RecurrentContract,
+    RecurrentState,
+)
+from robot_rl.policy.importers.description import ForeignPolicy, PolicyImportError
+from robot_rl.robots.spec import RobotSpec
+from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.observations import OBS_TERMS, ObservationLayout, ObsTerm
+
+ALLOWANCES = ("default-pose", "gains", "hold-missing")
+JOINT_TERMS = ("joint_pos_rel", "joint_vel", "last_action")
+MEASURED = ("base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action")
+NO_CLIP = 3.0e38  # a float32 bound that never binds, where a term has no clip
+REL_TOL, ABS_TOL = 1e-6, 1e-9
+
+
+@dataclass(frozen=True)
+class JointMap:
+    spec_index: tuple[int, ...]  # spec joint driven by each policy joint
+    held: tuple[str, ...]  # spec joints the policy does not drive (held at the default pose)
+    overridden: dict  # what an allowance let through: {"gains": [...], "default_pose": [...]}
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def match_joints(foreign: ForeignPolicy, spec: RobotSpec, allow: tuple[str, ...]) -> JointMap:
+    """Policy joints to spec joints by name; refuse an unknown, duplicate or missing name and a gain or
+    default-pose disagreement (one line naming the first, and how many more) unless ``allow`` covers it."""
+    where = f"robot {spec.name!r} ({spec.source_file or 'spec'})"
+    index = {name: i for i, name in enumerate(spec.joint_names)}
+    seen: set[str] = set()
+    for i, name in enumerate(foreign.joint_names):
+        if name not in index:
+            raise PolicyImportError(f"policy joint {i} {name!r} ({foreign.trainer}) is not a joint of {where}")
+        if name in seen:
+            raise PolicyImportError(f"policy joint {name!r} appears twice in {foreign.trainer}'s joint order")
+        seen.add(name)
+    spec_index = tuple(index[n] for n in foreign.joint_names)
+    held = tuple(n for n in spec.joint_names if n not in seen)
+    if held and "hold-missing" not in allow:
+        raise PolicyImportError(f"{where} joint {held[0]!r} (and {len(held) - 1} more) is not driven by the policy; "
+                                "pass --allow hold-missing to hold such joints at the spec's default pose")
+    overridden: dict = {}
+    checks = (
+        ("gains", "kp", foreign.kp, spec.kp, "run with the spec's gains, or give a spec with the policy's "
+         "(--robot path/to/spec.yaml)"),
+        ("gains", "kd", foreign.kd, spec.kd, "run with the spec's gains"),
+        ("default-pose", "default position", foreign.default_positions, spec.default_positions,
+         "keep the spec's pose for ramp and hold (the graph still gives the policy its own)"),
+    )
+    for allowance, what, theirs, ours, remedy in checks:
+        bad = [(foreign.joint_names[i], t, float(ours[j])) for i, (t, j) in enumerate(zip(theirs, spec_index, strict=True))
+               if not _close(t, float(ours[j]))]
+        if not bad:
+            continue
+        if allowance not in allow:
+            name, t, o = bad[0]
+            more = f" (and {len(bad) - 1} more joints)" if len(bad) > 1 else ""
+            raise PolicyImportError(f"{what} of {name}: the policy was trained with {t:g}, {where} has {o:g}{more}; "
+                                    f"pass --allow {allowance} to {remedy}")
+        overridden.setdefault(allowance, []).extend(f"{what} {n}: policy {t:g}, spec {o:g}" for n, t, o in bad)
+    return JointMap(spec_index, held, overridden)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """The fixed tables of the graph's adapter (see the module docstring); arrays are float32/int64."""
+
+    index: np.ndarray  # (foreign width,) contract column of each input of the foreign network
+    offset: np.ndarray
+    scale: np.ndarray
+    clip: np.ndarray
+    action_low: np.ndarray  # (n,) the trainer's action bounds, policy order
+    action_high: np.ndarray
+    action_matrix: np.ndarray  # (n, J): policy action → spec raw action
+    action_bias: np.ndarray  # (J,)
+    contract_action: JointPositionAction
+    layout: ObservationLayout
+    term_notes: tuple[dict, ...]
+
+
+def _uniform(values: np.ndarray) -> bool:
+    return bool(np.all(np.isclose(values, values[0], rtol=REL_TOL, atol=ABS_TOL)))
+
+
+def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, commands: CommandSpec) -> Adapter:
+    n, num_joints, h = len(foreign.joint_names), spec.num_joints, len(foreign.history)
+    perm = np.array(joints.spec_index)
+    spec_default = np.array(spec.default_positions, dtype=np.float64)
+    policy_default = np.array(foreign.default_positions)
+    action_scale = np.array(foreign.action_scale)
+    # The contract's action scale: the trainer's where it is one number, else 1 (raw action = radians).
+    contract_scale = float(action_scale[0]) if _uniform(action_scale) else 1.0
+    ratio = action_scale / contract_scale
+    action_offset = (policy_default - spec_default[perm]) / contract_scale  # 0 unless --allow default-pose
+
+    terms, columns, notes = [], [], []
+    per_term = []  # (term, foreign width, in-graph scale, offset, clip) in the trainer's order
+    for term in foreign.terms:
+        if term.name not in MEASURED:
+            raise PolicyImportError(f"observation term {term.source_name!r} ({foreign.trainer}) needs {term.name!r}, "
+                                    f"which a real robot does not measure and this runtime does not produce")
+        width = n if term.name in JOINT_TERMS else OBS_TERMS[term.name].size(num_joints, commands.size, num_joints)
+        if term.name == "command" and width != len(commands.names):
+            raise PolicyImportError(f"observation term {term.source_name!r} is {width} wide, the task's command has "
+                                    f"{len(commands.names)} ({', '.join(commands.names)})")
+        if len(term.scale) not in (1, width):
+            raise PolicyImportError(f"observation term {term.source_name!r}: {len(term.scale)} scales for {width} values")
+        scale = np.broadcast_to(np.array(term.scale, dtype=np.float64), (width,)).copy()
+        offset = np.zeros(width)
+        if term.name == "joint_pos_rel":
+            offset = spec_default[perm] - policy_default  # q − d_policy = (q − d_spec) + (d_spec − d_policy)
+        elif term.name == "last_action":  # undo the output map: the policy sees its own previous action
+            offset, scale = -action_offset, scale / ratio
+        in_contract = _uniform(scale) and not np.any(offset)
+        contract_scale_k = float(scale[0]) if in_contract else 1.0
+        contract_clip = term.clip if in_contract else None
+        terms.append(ObsTerm(term.name, contract_scale_k, contract_clip, 0.0, h))
+        per_term.append((term, width, np.ones(width) if in_contract else scale, offset,
+                         NO_CLIP if in_contract or term.clip is None else term.clip))
+        notes.append({"term": term.name, "source": term.source_name, "scale": list(term.scale), "clip": term.clip,
+                      "applied_in": "contract" if in_contract else "graph"})
+    layout = ObservationLayout(tuple(terms))
+    sizes = layout.term_sizes(num_joints, commands.size, num_joints)
+    starts = np.cumsum([0] + [s * h for s in sizes])
+
+    def block(k: int, frame: int) -> list[tuple[int, float, float, float]]:
+        term, width, scale, offset, clip = per_term[k]
+        f = h - 1 - frame  # contract frames run oldest → newest; the trainer's frame 0 is this tick
+        comp = perm if term.name in JOINT_TERMS else np.arange(width)
+        return [(int(starts[k] + f * sizes[k] + comp[c]), offset[c], scale[c], clip) for c in range(width)]
+
+    if foreign.history_layout == "time_major":
+        order = [(k, fr) for fr in foreign.history for k in range(len(per_term))]
+    else:
+        order = [(k, fr) for k in range(len(per_term)) for fr in foreign.history]
+    for k, fr in order:
+        columns += block(k, fr)
+    table = np.array(columns, dtype=np.float64)
+
+    low = np.array([lo for lo, _ in foreign.action_clip])
+    high = np.array([hi for _, hi in foreign.action_clip])
+    matrix = np.zeros((n, num_joints))
+    matrix[np.arange(n), perm] = ratio
+    bias = np.zeros(num_joints)
+    bias[perm] = action_offset
+    reach = np.maximum(np.abs(ratio * low + action_offset), np.abs(ratio * high + action_offset))
+    return Adapter(
+        index=table[:, 0].astype(np.int64), offset=table[:, 1].astype(np.float32),
+        scale=table[:, 2].astype(np.float32), clip=table[:, 3].astype(np.float32),
+        action_low=low.astype(np.float32), action_high=high.astype(np.float32),
+        action_matrix=matrix.astype(np.float32), action_bias=bias.astype(np.float32),
+        contract_action=JointPositionAction(contract_scale, float(reach.max())),  # never tighter than the trainer's
+        layout=layout, term_notes=tuple(notes),
+    )
+
+
+def imported_contract(foreign: ForeignPolicy, spec: RobotSpec, adapter: Adapter, commands: CommandSpec,
+                      state_sizes: tuple[int, ...], provenance: Provenance) -> PolicyContract:
+    contract = PolicyContract.expected_from(spec, adapter.layout, commands, adapter.contract_action,
+                                            normalizer_baked_in=True, provenance=provenance)
+    names = state_names(foreign, state_sizes)
+    if names:
+        contract = dataclasses.replace(contract, recurrent=RecurrentContract(tuple(
+            RecurrentState(name, f"{name}_next", size) for name, size in names)))
+    return contract
+
+
+def state_names(foreign: ForeignPolicy, state_sizes: tuple[int, ...]) -> list[tuple[str, int]]:
+    names = [("lstm_h", state_sizes[0]), ("lstm_c", state_sizes[1])] if state_sizes else []
+    if "gait_phase" in foreign.extra_inputs:
+        names.append(("gait_clock", 1))  # seconds since the policy started driving
+    return names
+
+
+__all__ = ["ALLOWANCES", "Adapter", "JointMap", "build_adapter", "imported_contract", "match_joints"]
