@@ -28,7 +28,7 @@ def is_unitree_rl_gym(data: object) -> bool:
 
 
 def _joint_names(config_path: Path, xml_path: str) -> tuple[tuple[str, ...], Path]:
-    root = config_path.resolve().parents[2]  # deploy/deploy_mujoco/configs/x.yaml → the repository root
+    root = config_path.resolve().parents[3]  # deploy/deploy_mujoco/configs/x.yaml → the repository root
     declared = Path(xml_path.replace("{LEGGED_GYM_ROOT_DIR}", str(root)))
     candidates = [declared] + sorted(declared.parent.glob("*_12dof.xml"))
     for candidate in candidates:
@@ -57,7 +57,7 @@ def read_unitree_rl_gym(config_path: Path, model_path: Path | None) -> ForeignPo
     if len(names) != n:
         raise PolicyImportError(f"{xml}: has {len(names)} joints, the config {n} actions")
     if model_path is None:
-        root = config_path.resolve().parents[2]
+        root = config_path.resolve().parents[3]
         model_path = Path(str(cfg.get("policy_path", "")).replace("{LEGGED_GYM_ROOT_DIR}", str(root)))
     if not model_path.is_file():
         raise PolicyImportError(f"{where}: model {model_path} not found")

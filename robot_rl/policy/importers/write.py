@@ -63,7 +63,8 @@ def _onnx_bytes(module, contract: PolicyContract) -> bytes:
                 module, args, None, opset_version=OPSET, dynamo=True, verbose=False,
                 input_names=[contract.input.name, *(s.input_name for s in states)],
                 output_names=[contract.output.name, *(s.output_name for s in states)],
-                dynamic_shapes=tuple({0: batch} for _ in args),
+                # forward(obs, *states): the states are one varargs tuple in torch.export's view
+                dynamic_shapes=({0: batch},) + ((tuple({0: batch} for _ in states),) if states else ()),
             )
         except Exception as exc:
             raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
