@@ -299,5 +299,6 @@ class OnnxPolicy:
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"policy {self.path}: expected observations of shape (N, {self.obs_dim}), got {obs.shape}")
         feed = {self._input_name: obs}
-        feed.update({name: np.zeros((len(obs), size[1]), dtype=np.float32) for name, size in self._state_inputs.items()})
+        feed.update({name: np.zeros((len(obs), shape[1]), dtype=np.float32)
+                     for name, shape in self._state_inputs.items()})
         return self.session.run(self._all_outputs, feed)[0]

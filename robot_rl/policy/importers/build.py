@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.policy.contract import (
-    IMPORTED_NOTE,
     PolicyContract,
     Provenance,
     RecurrentContract,
@@ -79,7 +78,8 @@ def match_joints(foreign: ForeignPolicy, spec: RobotSpec, allow: tuple[str, ...]
          "keep the spec's pose for ramp and hold (the graph still gives the policy its own)"),
     )
     for allowance, what, theirs, ours, remedy in checks:
-        bad = [(foreign.joint_names[i], t, float(ours[j])) for i, (t, j) in enumerate(zip(theirs, spec_index, strict=True))
+        pairs = zip(theirs, spec_index, strict=True)
+        bad = [(foreign.joint_names[i], t, float(ours[j])) for i, (t, j) in enumerate(pairs)
                if not _close(t, float(ours[j]))]
         if not bad:
             continue
@@ -135,7 +135,8 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
             raise PolicyImportError(f"observation term {term.source_name!r} is {width} wide, the task's command has "
                                     f"{len(commands.names)} ({', '.join(commands.names)})")
         if len(term.scale) not in (1, width):
-            raise PolicyImportError(f"observation term {term.source_name!r}: {len(term.scale)} scales for {width} values")
+            raise PolicyImportError(f"observation term {term.source_name!r}: {len(term.scale)} scales for "
+                                    f"{width} values")
         scale = np.broadcast_to(np.array(term.scale, dtype=np.float64), (width,)).copy()
         offset = np.zeros(width)
         if term.name == "joint_pos_rel":

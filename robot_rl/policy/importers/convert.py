@@ -40,7 +40,7 @@ def convert(model: Path, description: Path | None, robot: str, task: str | None,
     if foreign.model_format != "torchscript":
         from robot_rl.policy.importers.onnx_source import onnx_network
 
-        net, sizes, arch = onnx_network(foreign.model_path, len(adapter.index) + 2 * ("gait_phase" in foreign.extra_inputs))
+        net, sizes, arch = onnx_network(foreign.model_path, len(adapter.index))
     else:
         from robot_rl.policy.importers.networks import rebuild
 

@@ -130,7 +130,7 @@ def rebuild(path: Path, obs_width: int, history: int):
     elif "estimator" in parts:
         estimator = _mlp(parts["estimator"], f"{where}: estimator")
         est_out = [m for m in estimator if isinstance(m, torch.nn.Linear)][-1].out_features
-        actor_in = [m for m in actor if isinstance(m, torch.nn.Linear)][0].in_features
+        actor_in = next(m for m in actor if isinstance(m, torch.nn.Linear)).in_features
         if actor_in != obs_width + est_out:
             raise PolicyImportError(f"{where}: the actor takes {actor_in} inputs, not one frame ({obs_width}) plus "
                                     f"the estimator's {est_out}: not a HIMLoco policy the importer knows")

@@ -30,7 +30,7 @@ def is_unitree_rl_gym(data: object) -> bool:
 def _joint_names(config_path: Path, xml_path: str) -> tuple[tuple[str, ...], Path]:
     root = config_path.resolve().parents[3]  # deploy/deploy_mujoco/configs/x.yaml → the repository root
     declared = Path(xml_path.replace("{LEGGED_GYM_ROOT_DIR}", str(root)))
-    candidates = [declared] + sorted(declared.parent.glob("*_12dof.xml"))
+    candidates = [declared, *sorted(declared.parent.glob("*_12dof.xml"))]
     for candidate in candidates:
         if candidate.is_file():
             try:
@@ -51,7 +51,8 @@ def read_unitree_rl_gym(config_path: Path, model_path: Path | None) -> ForeignPo
         raise PolicyImportError(str(exc)) from None
     where = str(config_path)
     if not is_unitree_rl_gym(cfg):
-        raise PolicyImportError(f"{where}: not a unitree_rl_gym deploy config (kps, default_angles, num_obs, cmd_scale)")
+        raise PolicyImportError(f"{where}: not a unitree_rl_gym deploy config (kps, default_angles, num_obs, "
+                                "cmd_scale)")
     names, xml = _joint_names(config_path, str(cfg.get("xml_path", "")))
     n = int(cfg["num_actions"])
     if len(names) != n:

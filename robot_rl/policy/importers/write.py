@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.policy.contract import BATCH_DIM, PolicyContract
+from robot_rl.policy.contract import BATCH_DIM, IMPORTED_NOTE, PolicyContract
 from robot_rl.policy.export import OPSET, ExportError, _quiet_exporter, stamp_contract
 from robot_rl.policy.importers.build import Adapter
 from robot_rl.policy.importers.description import ForeignPolicy, PolicyImportError
@@ -69,7 +69,8 @@ def _onnx_bytes(module, contract: PolicyContract) -> bytes:
         except Exception as exc:
             raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     model = program.model_proto
-    stamp_contract(model, contract, f"robot_rl import of {contract.provenance.notes.get('imported', {}).get('trainer')}")
+    trainer = contract.provenance.notes.get(IMPORTED_NOTE, {}).get("trainer")
+    stamp_contract(model, contract, f"robot_rl import of a policy trained elsewhere ({trainer})")
     return model.SerializeToString(deterministic=True)
 
 
