@@ -3,6 +3,7 @@ velocity policy. Arm, ramp, then a constant forward command in lockstep; report 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ class WalkResult:
     distance_m: float  # world x,y displacement of the base while the policy drove
     fell_at_s: float | None  # first tick with the tilt past FALL_TILT_RAD or the base below half height
     mean_vx: float  # body-frame forward velocity, mean over the last half of the walk
-    vx_error: float  # mean |command − body vx| over the last half
+    vx_error: float  # mean |command − body vx| over the last half (NaN: the policy was no longer driving)
     yaw_rate: float  # mean gyro z over the last half (rad/s)
     faulted: bool
 
@@ -48,13 +49,19 @@ def walk(runtime: DeployRuntime, vx: float, walk_s: float, simulator: str = "muj
     # Yaw rate from the base orientation: heading change over the last half.
     heading = np.arctan2(2 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]), 1 - 2 * (q[:, 2] ** 2 + q[:, 3] ** 2))
     idx = np.flatnonzero(half)
-    yaw_rate = float(np.unwrap(heading[idx])[-1] - np.unwrap(heading[idx])[0]) / max(t[idx[-1]] - t[idx[0]], 1e-9)
+    if idx.size < 2:  # the policy stopped driving before the second half (a safety fault → damping)
+        yaw_rate, mean_vx, vx_error = math.nan, math.nan, math.nan
+    else:
+        unwrapped = np.unwrap(heading[idx])
+        yaw_rate = float(unwrapped[-1] - unwrapped[0]) / (t[idx[-1]] - t[idx[0]])
+        mean_vx = float(record.base_lin_vel[half, 0].mean())
+        vx_error = float(np.abs(vx - record.base_lin_vel[half, 0]).mean())
     return WalkResult(
         duration_s=walk_s,
         distance_m=float(np.linalg.norm(record.base_pos[-1, :2] - record.base_pos[first, :2])),
         fell_at_s=None if fallen.size == 0 else float(t[fallen[0]]),
-        mean_vx=float(record.base_lin_vel[half, 0].mean()),
-        vx_error=float(np.abs(vx - record.base_lin_vel[half, 0]).mean()),
+        mean_vx=mean_vx,
+        vx_error=vx_error,
         yaw_rate=yaw_rate,
         faulted=bool(runtime.diagnostics()["fault_latched"]),
     )
