@@ -107,6 +107,7 @@ class Adapter:
     contract_action: JointPositionAction
     layout: ObservationLayout
     term_notes: tuple[dict, ...]
+    action_memory: bool  # the graph keeps the policy's previous action as recurrent state (see build_adapter)
 
 
 def _uniform(values: np.ndarray) -> bool:
@@ -124,8 +125,12 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
     ratio = action_scale / contract_scale
     action_offset = (policy_default - spec_default[perm]) / contract_scale  # 0 unless --allow default-pose
 
+    # With a default-pose offset the runtime's raw action 0 is not the policy's action 0, so the runtime's
+    # last_action after a reset (zeros) would not be the trainer's (zeros in the policy's space): the graph then
+    # keeps the previous action itself, as recurrent state, reset to the trainer's zeros.
+    action_memory = bool(np.any(action_offset)) and any(t.name == "last_action" for t in foreign.terms)
     terms, columns, notes = [], [], []
-    per_term = []  # (term, foreign width, in-graph scale, offset, clip) in the trainer's order
+    per_term = []  # (term, foreign width, in-graph scale, offset, clip, from state) in the trainer's order
     for term in foreign.terms:
         if term.name not in MEASURED:
             raise PolicyImportError(f"observation term {term.source_name!r} ({foreign.trainer}) needs {term.name!r}, "
@@ -141,25 +146,39 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
         offset = np.zeros(width)
         if term.name == "joint_pos_rel":
             offset = spec_default[perm] - policy_default  # q − d_policy = (q − d_spec) + (d_spec − d_policy)
+        elif term.name == "last_action" and action_memory:
+            if h > 1:
+                raise PolicyImportError(f"observation term {term.source_name!r}: a history of past actions with a "
+                                        "default pose that differs from the spec's is not supported; import it "
+                                        "without --allow default-pose, with a spec whose default pose is the policy's")
+            per_term.append((term, width, scale, offset, NO_CLIP if term.clip is None else term.clip, True))
+            notes.append({"term": term.name, "source": term.source_name, "scale": list(term.scale), "clip": term.clip,
+                          "applied_in": "graph (its own previous action, recurrent state)"})
+            continue
         elif term.name == "last_action":  # undo the output map: the policy sees its own previous action
-            offset, scale = -action_offset, scale / ratio
+            scale = scale / ratio
         in_contract = _uniform(scale) and not np.any(offset)
         contract_scale_k = float(scale[0]) if in_contract else 1.0
         contract_clip = term.clip if in_contract else None
         terms.append(ObsTerm(term.name, contract_scale_k, contract_clip, 0.0, h))
         per_term.append((term, width, np.ones(width) if in_contract else scale, offset,
-                         NO_CLIP if in_contract or term.clip is None else term.clip))
+                         NO_CLIP if in_contract or term.clip is None else term.clip, False))
         notes.append({"term": term.name, "source": term.source_name, "scale": list(term.scale), "clip": term.clip,
                       "applied_in": "contract" if in_contract else "graph"})
     layout = ObservationLayout(tuple(terms))
     sizes = layout.term_sizes(num_joints, commands.size, num_joints)
-    starts = np.cumsum([0] + [s * h for s in sizes])
+    starts = iter(np.cumsum([0] + [s * h for s in sizes]))
+    # Each foreign term's first contract column (the previous-action state comes after the observation).
+    first = [layout.size(num_joints, commands.size, num_joints) if entry[5] else next(starts) for entry in per_term]
 
     def block(k: int, frame: int) -> list[tuple[int, float, float, float]]:
-        term, width, scale, offset, clip = per_term[k]
+        term, width, scale, offset, clip, from_state = per_term[k]
+        if from_state:
+            return [(int(first[k] + c), offset[c], scale[c], clip) for c in range(width)]
         f = h - 1 - frame  # contract frames run oldest → newest; the trainer's frame 0 is this tick
+        size = width if term.name not in JOINT_TERMS else num_joints
         comp = perm if term.name in JOINT_TERMS else np.arange(width)
-        return [(int(starts[k] + f * sizes[k] + comp[c]), offset[c], scale[c], clip) for c in range(width)]
+        return [(int(first[k] + f * size + comp[c]), offset[c], scale[c], clip) for c in range(width)]
 
     if foreign.history_layout == "time_major":
         order = [(k, fr) for fr in foreign.history for k in range(len(per_term))]
@@ -182,7 +201,7 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
         action_low=low.astype(np.float32), action_high=high.astype(np.float32),
         action_matrix=matrix.astype(np.float32), action_bias=bias.astype(np.float32),
         contract_action=JointPositionAction(contract_scale, float(reach.max())),  # never tighter than the trainer's
-        layout=layout, term_notes=tuple(notes),
+        layout=layout, term_notes=tuple(notes), action_memory=action_memory,
     )
 
 
@@ -190,17 +209,19 @@ def imported_contract(foreign: ForeignPolicy, spec: RobotSpec, adapter: Adapter,
                       state_sizes: tuple[int, ...], provenance: Provenance) -> PolicyContract:
     contract = PolicyContract.expected_from(spec, adapter.layout, commands, adapter.contract_action,
                                             normalizer_baked_in=True, provenance=provenance)
-    names = state_names(foreign, state_sizes)
+    names = state_names(foreign, state_sizes, adapter)
     if names:
         contract = dataclasses.replace(contract, recurrent=RecurrentContract(tuple(
             RecurrentState(name, f"{name}_next", size) for name, size in names)))
     return contract
 
 
-def state_names(foreign: ForeignPolicy, state_sizes: tuple[int, ...]) -> list[tuple[str, int]]:
+def state_names(foreign: ForeignPolicy, state_sizes: tuple[int, ...], adapter: Adapter) -> list[tuple[str, int]]:
     names = [("lstm_h", state_sizes[0]), ("lstm_c", state_sizes[1])] if state_sizes else []
     if "gait_phase" in foreign.extra_inputs:
         names.append(("gait_clock", 1))  # seconds since the policy started driving
+    if adapter.action_memory:
+        names.append(("previous_action", len(foreign.joint_names)))
     return names
 
 

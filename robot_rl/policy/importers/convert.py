@@ -64,7 +64,7 @@ def convert(model: Path, description: Path | None, robot: str, task: str | None,
     contract = imported_contract(foreign, spec, adapter, commands, sizes, provenance)
     module = adapted_module(net, adapter, foreign, len(sizes), period)
     err = write_policy(module, contract, out, overwrite)
-    states = ", ".join(f"{n}[{s}]" for n, s in state_names(foreign, sizes)) or "none"
+    states = ", ".join(f"{n}[{s}]" for n, s in state_names(foreign, sizes, adapter)) or "none"
     return (f"wrote {out}: {foreign.trainer} ({arch}) for {spec.name}, {contract.obs_dim} observations "
             f"({', '.join(t.name for t in contract.observation.terms)}; history {len(foreign.history)}, "
             f"{foreign.history_layout} in the trainer), {len(foreign.joint_names)} joints matched by name"

@@ -23,6 +23,7 @@ def adapted_module(net, adapter: Adapter, foreign: ForeignPolicy, num_net_states
     import torch
 
     gait = "gait_phase" in foreign.extra_inputs
+    memory = adapter.action_memory
 
     class ImportedPolicy(torch.nn.Module):
         def __init__(self) -> None:
@@ -33,6 +34,8 @@ def adapted_module(net, adapter: Adapter, foreign: ForeignPolicy, num_net_states
                 self.register_buffer(name, torch.from_numpy(np.ascontiguousarray(getattr(adapter, name))))
 
         def forward(self, obs, *states):
+            if memory:  # the previous action (policy space) is the last state: its columns follow the observation
+                obs = torch.cat([obs, states[-1]], dim=1)
             x = (obs.index_select(1, self.index) + self.offset) * self.scale
             x = torch.minimum(torch.maximum(x, -self.clip), self.clip)
             extra = []
@@ -43,6 +46,8 @@ def adapted_module(net, adapter: Adapter, foreign: ForeignPolicy, num_net_states
                 extra = [clock]
             out, *net_states = self.net(x, *states[:num_net_states])
             action = torch.minimum(torch.maximum(out, self.action_low), self.action_high)
+            if memory:
+                extra.append(action)
             return (action @ self.action_matrix + self.action_bias, *net_states, *extra)
 
     module = ImportedPolicy().eval()
