@@ -17,7 +17,7 @@ from robot_rl.policy.onnx_policy import read_contract
 def write_model_card(
     policy: str,
     training_command: str,
-    training_minutes: float | None,
+    training_minutes: float | None = None,
     gate_json: str | None = None,
     out: str | None = None,
     notes: tuple[str, ...] = (),
