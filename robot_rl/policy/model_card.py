@@ -69,13 +69,19 @@ def write_model_card(
                   f"Command: `{gate['command']}`; report: `{Path(gate_json).with_name('report.md').name}`", ""]
         sims = list(gate["simulators"])
         lines += ["| check | limit | " + " | ".join(sims) + " |", "|---|---|" + "---|" * len(sims)]
-        first = gate["simulators"][sims[0]]["checks"]
+        first = max((gate["simulators"][sim]["checks"] for sim in sims), key=len)
         for i, check in enumerate(first):
             values = []
             for sim in sims:
-                ch = gate["simulators"][sim]["checks"][i]
+                checks = gate["simulators"][sim]["checks"]
+                if i >= len(checks):  # the simulator's run failed: no checks, an error (listed below)
+                    values.append("—")
+                    continue
+                ch = checks[i]
                 values.append(f"{ch['value']:.3g}{'' if ch['passed'] else ' ✗'}")
             lines.append(f"| {check['name']} | ≤ {check['limit']:g} {check['unit']} | " + " | ".join(values) + " |")
+        lines += [f"\n{sim}: run failed: {gate['simulators'][sim]['error']}" for sim in sims
+                  if gate["simulators"][sim].get("error")]
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     target = Path(out) if out else path.with_name("MODEL_CARD.md")
