@@ -46,7 +46,9 @@ def robot_show(name: str, /) -> int:
 
 def _embedded_robots() -> list[str]:
     """Robots whose sim model ships with an installed package (no download needed)."""
-    return [n for n in available_robots() if load_robot(n).sim_model.source != "menagerie"]
+    from robot_rl.robots.assets import CHECKOUT_SOURCES
+
+    return [n for n in available_robots() if load_robot(n).sim_model.source not in CHECKOUT_SOURCES]
 
 
 def stand(

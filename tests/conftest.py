@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from robot_rl.robots.assets import MENAGERIE, UNITREE_MUJOCO
+from robot_rl.robots.spec import REPO_ROOT
+
+# Upstream robot models that CI (and the developers' machines) hold next to the repository, never in it
+# (../shared/external/README.md). A user's own checkout, named by the environment variable, wins.
+SHARED_EXTERNAL = REPO_ROOT.parent / "shared" / "external"
+SHARED_CHECKOUTS = {MENAGERIE: SHARED_EXTERNAL / "mujoco_menagerie", UNITREE_MUJOCO: SHARED_EXTERNAL / "unitree_mujoco"}
+
+
+def pytest_configure(config) -> None:
+    # Set for the whole session (subprocesses such as the bridge and deploy tests inherit it); tests that need a
+    # model skip with the resolver's reason when it is absent.
+    for source, directory in SHARED_CHECKOUTS.items():
+        if directory.is_dir() and not os.environ.get(source.env_var):
+            os.environ[source.env_var] = str(directory)
 
 
 @pytest.fixture

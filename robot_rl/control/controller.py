@@ -5,6 +5,9 @@ One ``step`` per policy period:
     RobotState, command ──► ObsInputs (N = 1) ──► ObservationBuilder (the training code, noise off)
         ──► policy.act ──► JointPositionAction.decode ──► JointCommand (spec kp/kd, dq 0, tau_ff 0)
 
+A spec whose ``policy_joints`` is a subset (the G1's legs): the policy sees and drives those joints only; every
+other joint's target stays its default pose, with its own spec gains, on every tick.
+
 The observation and the decoding are the very objects training uses, parameterized by the task; the policy's
 contract is checked against them at construction, so a model trained for another layout, robot or action
 scale cannot be driven by this controller.
@@ -60,9 +63,11 @@ class PolicyController:
         self.contract: PolicyContract = policy.contract
         self.policy = policy
         self.action = action
-        j, c = spec.num_joints, commands.size
-        self.num_joints, self.num_commands, self.num_actions = j, c, j
-        self._default_q = spec.default_positions
+        j, c = spec.num_policy_joints, commands.size
+        self.num_joints, self.num_commands, self.num_actions = spec.num_joints, c, j
+        self._policy_idx = spec.policy_joint_indices
+        self._all_policy = j == spec.num_joints  # the common case: no gather/scatter on the hot path
+        self._default_q = _constant(spec.default_positions[self._policy_idx])
 
         # Every raw input in one buffer, so one isfinite call covers them all: q | dq | quat | gyro | lin_vel | cmd
         self._raw = np.zeros((1, 2 * j + 10 + c))
@@ -88,11 +93,11 @@ class PolicyController:
         self.set_command(np.zeros(c))  # zero, or the nearest in-range value where zero is not trained
 
         self._output = JointCommand(
-            q_target=np.array(self._default_q, dtype=np.float64),
-            dq_target=_constant(np.zeros(j)),
+            q_target=np.array(spec.default_positions, dtype=np.float64),  # held joints keep their default
+            dq_target=_constant(np.zeros(spec.num_joints)),
             kp=_constant(spec.kp),
             kd=_constant(spec.kd),
-            tau_ff=_constant(np.zeros(j)),
+            tau_ff=_constant(np.zeros(spec.num_joints)),
         )
         self.last_obs = np.zeros((1, self.obs_dim), dtype=np.float32)  # as fed to the policy (builder-owned)
         self.last_raw_action: np.ndarray = self._last_action[0]  # (num_actions,), before clip/scale/offset
@@ -113,7 +118,8 @@ class PolicyController:
 
     @property
     def last_inputs(self) -> np.ndarray:
-        """(1, 2J + 10 + C) float64: q, dq, base quat, gyro, base lin vel (0 if unmeasured), command."""
+        """(1, 2J + 10 + C) float64: q, dq (the J policy joints), base quat, gyro, base lin vel (0 if unmeasured),
+        command."""
         return self._raw
 
     @property
@@ -157,8 +163,14 @@ class PolicyController:
         if command is not None:
             self.set_command(command)
         try:
-            np.copyto(self._q[0], state.q)
-            np.copyto(self._dq[0], state.dq)
+            if self._all_policy:
+                np.copyto(self._q[0], state.q)
+                np.copyto(self._dq[0], state.dq)
+            else:
+                if np.shape(state.q) != (self.num_joints,) or np.shape(state.dq) != (self.num_joints,):
+                    raise ValueError
+                np.take(state.q, self._policy_idx, out=self._q[0])
+                np.take(state.dq, self._policy_idx, out=self._dq[0])
             np.copyto(self._quat[0], state.base_quat)
             np.copyto(self._gyro[0], state.base_ang_vel)
         except ValueError:
@@ -187,7 +199,10 @@ class PolicyController:
         if self._chunks is not None:
             raw_action = self._chunks.step(raw_action)
         self._last_action[0] = raw_action
-        np.copyto(self._output.q_target, self.action.decode(self.last_raw_action, self._default_q))
+        if self._all_policy:
+            np.copyto(self._output.q_target, self.action.decode(self.last_raw_action, self._default_q))
+        else:
+            self._output.q_target[self._policy_idx] = self.action.decode(self.last_raw_action, self._default_q)
         self.ticks += 1
         return self._output
 

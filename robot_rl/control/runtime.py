@@ -86,7 +86,11 @@ class DeployRuntime:
         clip = None
         if self.contract is not None:
             a = self.contract.action
-            clip = ActionClip(clip=a.clip, scale=a.scale, offset=np.asarray(a.offset, dtype=np.float64))
+            # Target space is every joint's: a joint the policy does not drive (spec policy_joints) is bounded
+            # around its default pose as a driven one is around its offset; the controller holds it there.
+            offset = np.array(spec.default_positions, dtype=np.float64)
+            offset[spec.policy_joint_indices] = a.offset
+            clip = ActionClip(clip=a.clip, scale=a.scale, offset=offset)
         self.chain = SafetyChain.from_spec(spec, action_clip=clip)
         self.state = ControllerState()
         # Operator requests arrive from other threads (ROS callbacks, a keyboard, a teleop device); they

@@ -19,7 +19,7 @@ from robot_rl.evaluation.scoring import VELOCITY_CHANNELS, SimScore, commanded
 if TYPE_CHECKING:
     from robot_rl.evaluation.sim2sim import GateResult
 
-SIM_COLORS = {"mujoco": "tab:blue", "pybullet": "tab:orange"}
+SIM_COLORS = {"mujoco": "tab:blue", "pybullet": "tab:orange", "mujoco-alt": "tab:green"}
 
 
 def write_report(result: GateResult, out_dir: str | Path) -> list[Path]:

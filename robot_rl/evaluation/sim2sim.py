@@ -2,8 +2,9 @@
 
 ``robot-rl sim2sim --policy policies/a1_flat/policy.onnx`` loads the policy with
 ``DeployRuntime.load`` (contract checked against the task named in its provenance), and for each
-simulator (MuJoCo, PyBullet) runs it in lockstep through ``run_loop`` — the same runtime, safety chain and
-loop the robot uses — over the task kind's scripted scenario (:mod:`robot_rl.evaluation.scenarios`):
+simulator (MuJoCo and a second physics: PyBullet, or for a robot without a URDF MuJoCo's second
+integrator/contact configuration ``mujoco-alt``) runs it in lockstep through ``run_loop`` — the same runtime,
+safety chain and loop the robot uses — over the task kind's scripted scenario (:mod:`robot_rl.evaluation.scenarios`):
 arm → ramp to the default pose → the command script, with pushes. Each simulator is scored against the
 thresholds of :class:`~robot_rl.evaluation.gate_config.GateConfig`; the gate passes only when every
 simulator passes every check. It writes ``report.md``, ``report.png`` and ``gate.json`` and prints a table.
@@ -67,8 +68,14 @@ from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.policy.contract import PolicyContract
 from robot_rl.robots.spec import RobotSpec, load_robot
 
-SIMULATORS = ("mujoco", "pybullet")
-Simulator = Literal["mujoco", "pybullet"]
+SIMULATORS = ("mujoco", "pybullet", "mujoco-alt")
+Simulator = Literal["mujoco", "pybullet", "mujoco-alt"]
+
+
+def default_simulators(spec: RobotSpec) -> tuple[str, str]:
+    """MuJoCo and the robot's second physics: PyBullet where its model is a URDF (PyBullet reads no MJCF), else
+    MuJoCo's second integrator/contact configuration (robot_rl.robots.mujoco_physics), as for the Go2 and G1."""
+    return ("mujoco", "pybullet" if spec.sim_model.path.lower().endswith(".urdf") else "mujoco-alt")
 
 
 class _TimedRuntime:
@@ -218,17 +225,19 @@ def evaluate(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, scenari
     return scores, runs
 
 
-def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequence[str] = SIMULATORS,
+def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequence[str] | None = None,
                 config: GateConfig | None = None, time_scale: float = 1.0, command: str = "",
                 console: Console | None = None) -> GateResult:
-    """Load ``policy`` (contract checked), pick its task's scenario, run and score every simulator."""
+    """Load ``policy`` (contract checked), pick its task's scenario, run and score every simulator (default:
+    :func:`default_simulators`)."""
     from robot_rl.policy.onnx_policy import PolicyLoadError, read_contract
     from robot_rl.tasks.registry import make_task
 
     started = time.perf_counter()
-    unknown = [s for s in simulators if s not in SIMULATORS]
-    if unknown or not simulators:
-        raise ValueError(f"simulators must be a non-empty selection of {SIMULATORS}, got {tuple(simulators)}")
+    if simulators is not None:
+        unknown = [s for s in simulators if s not in SIMULATORS]
+        if unknown or not simulators:
+            raise ValueError(f"simulators must be a non-empty selection of {SIMULATORS}, got {tuple(simulators)}")
     found = read_contract(policy)  # PolicyLoadError for a missing or broken file
     if robot is not None and robot != found.robot:
         raise PolicyLoadError(policy, f"it was exported for robot {found.robot!r}, not {robot!r}")
@@ -236,6 +245,7 @@ def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequen
         raise PolicyLoadError(policy, "its contract names no training task (provenance.task): no scenario to run")
     task = make_task(found.provenance.task)
     spec = load_robot(found.robot)
+    simulators = default_simulators(spec) if simulators is None else simulators
     DeployRuntime.load(spec.name, policy)  # refuse a contract mismatch before any simulator starts
     scenario = scenario_for(task.terms.gate, task.commands, spec, time_scale, task.terms.source, task.episode_length_s)
     config = config or GateConfig()
@@ -328,7 +338,7 @@ def _command_line(policy: str, robot: str | None, out_dir: str, simulators: Sequ
                   time_scale: float) -> str:
     parts = ["robot-rl", "sim2sim", "--policy", policy]
     parts += ["--robot", robot] if robot else []
-    parts += ["--out-dir", out_dir, "--simulators", *simulators]
+    parts += ["--out-dir", out_dir] + (["--simulators", *simulators] if simulators else [])
     parts += ["--config", config] if config else []
     parts += ["--time-scale", f"{time_scale:g}"] if time_scale != 1.0 else []
     return shlex.join(parts)
@@ -338,28 +348,26 @@ def sim2sim(
     policy: str,
     robot: str | None = None,
     out_dir: Annotated[str, tyro.conf.arg(aliases=("--out",))] = "reports/sim2sim",
-    simulators: tuple[Simulator, ...] = ("mujoco", "pybullet"),
+    simulators: tuple[Simulator, ...] = (),
     config: str | None = None,
     time_scale: float = 1.0,
 ) -> int:
-    """Sim2sim gate: run an exported policy through the deploy runtime in MuJoCo and PyBullet; 0 pass, 1 fail.
+    """Sim2sim gate: run an exported policy through the deploy runtime in MuJoCo and a second physics; 0 pass, 1 fail.
 
     Args:
         policy: the exported ONNX policy (its contract names the robot and the task).
         robot: refuse the policy unless it was exported for this robot (default: the contract's robot).
         out_dir: where report.md, report.png and gate.json go.
-        simulators: which simulators to run, in order.
+        simulators: which simulators to run, in order (default: MuJoCo and the robot's second physics: PyBullet
+            for a URDF model, else mujoco-alt, MuJoCo's second integrator/contact configuration).
         config: YAML file overriding gate thresholds (see robot_rl/evaluation/gate_config.py).
         time_scale: stretch (> 1) or shrink (< 1) the scripted scenario; 1 is the gate's own.
     """
     positive(time_scale=time_scale)
     console = Console()
-    if not simulators:
-        console.print(f"[red]error:[/red] --simulators needs at least one of {', '.join(SIMULATORS)}")
-        return 2
     gate_config = GateConfig.from_yaml(config) if config else GateConfig()
     command = _command_line(policy, robot, out_dir, simulators, config, time_scale)
-    result = policy_gate(policy, robot, simulators, gate_config, time_scale, command, console)
+    result = policy_gate(policy, robot, simulators or None, gate_config, time_scale, command, console)
     print_summary(result, console)
     paths = write_outputs(result, out_dir)
     console.print("report: " + ", ".join(str(p) for p in paths))

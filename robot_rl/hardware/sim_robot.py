@@ -27,7 +27,9 @@ import numpy as np
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
 
-SimulatorName = Literal["mujoco", "pybullet"]
+# "mujoco-alt": MuJoCo with its second integrator/contact configuration (robot_rl.robots.mujoco_physics), the gate's
+# second physics for a robot without a URDF for PyBullet.
+SimulatorName = Literal["mujoco", "pybullet", "mujoco-alt"]
 
 
 @dataclass(frozen=True)
@@ -109,14 +111,18 @@ class _SimBackend(Protocol):
 
 
 class _MujocoBackend(_SimBackend):
-    def __init__(self, spec: RobotSpec, scene: SimScene | None = None):
+    def __init__(self, spec: RobotSpec, scene: SimScene | None = None, alternate: bool = False):
         import mujoco
 
         from robot_rl.robots.mujoco_model import build_mujoco_model
+        from robot_rl.robots.mujoco_physics import ALTERNATE_PHYSICS, DEFAULT_PHYSICS
 
         self._mujoco = mujoco
         self.scene = scene
-        self.robot = build_mujoco_model(spec, terrain=None if scene is None else partial(add_scene, scene=scene))
+        physics = ALTERNATE_PHYSICS if alternate else DEFAULT_PHYSICS
+        self._substeps = physics.substeps
+        self.robot = build_mujoco_model(spec, terrain=None if scene is None else partial(add_scene, scene=scene),
+                                        physics=physics)
         if scene is not None:
             no_gravcomp_on_objects(self.robot.model, scene)
         self.data = self.robot.make_data()
@@ -126,7 +132,7 @@ class _MujocoBackend(_SimBackend):
         return self.robot.apply_command(self.data, command)
 
     def physics_step(self) -> None:
-        self._mujoco.mj_step(self.robot.model, self.data)
+        self._mujoco.mj_step(self.robot.model, self.data, self._substeps)
 
     def state(self, tick: int, timestamp: float) -> RobotState:
         return self.robot.read_state(self.data, tick=tick, timestamp=timestamp)
@@ -209,7 +215,8 @@ class _PybulletBackend(_SimBackend):
             self._pb.disconnect(self.client)
 
 
-_BACKENDS = {"mujoco": _MujocoBackend, "pybullet": _PybulletBackend}
+_BACKENDS = {"mujoco": _MujocoBackend, "pybullet": _PybulletBackend,
+             "mujoco-alt": partial(_MujocoBackend, alternate=True)}
 
 
 class SimRobot:

@@ -240,19 +240,22 @@ class PolicyContract:
         provenance: Provenance | None = None,
     ) -> PolicyContract:
         """The contract a runtime built from these pieces expects (and an exporter writes)."""
-        num_joints = spec.num_joints
-        num_actions = num_joints  # one position target per joint
+        # The policy sees and drives the spec's policy joints (all joints unless the spec lists a subset, as
+        # the G1's legs); the runtime holds the others at their default pose.
+        idx = spec.policy_joint_indices
+        num_joints = len(idx)
+        num_actions = num_joints  # one position target per policy joint
         sizes = layout.term_sizes(num_joints, commands.size, num_actions)
         obs_dim = layout.size(num_joints, commands.size, num_actions)
-        defaults = tuple(float(v) for v in spec.default_positions)
+        defaults = tuple(float(v) for v in spec.default_positions[idx])
         return cls(
             schema_version=SCHEMA_VERSION,
             robot=spec.name,
             spec_hash=spec.spec_hash,
-            joint_names=tuple(spec.joint_names),
+            joint_names=tuple(spec.policy_joint_names),
             default_positions=defaults,
-            kp=tuple(float(v) for v in spec.kp),
-            kd=tuple(float(v) for v in spec.kd),
+            kp=tuple(float(v) for v in spec.kp[idx]),
+            kd=tuple(float(v) for v in spec.kd[idx]),
             action=ActionContract("joint_position", float(action.scale), float(action.clip), defaults),
             observation=ObservationContract(
                 terms=tuple(

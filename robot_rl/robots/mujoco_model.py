@@ -27,6 +27,7 @@ import numpy as np
 
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.assets import ModelBuildError, resolve_model_path
+from robot_rl.robots.mujoco_physics import DEFAULT_PHYSICS, MujocoPhysics, apply_physics
 from robot_rl.robots.spec import RobotSpec
 
 try:
@@ -155,6 +156,7 @@ def build_mujoco_model(
     terrain: Terrain | None = None,
     gravity_compensation: bool | None = None,
     keep_visual: bool = False,
+    physics: MujocoPhysics = DEFAULT_PHYSICS,
 ) -> MujocoRobot:
     """Compile ``spec``'s model with the spec applied.
 
@@ -164,6 +166,8 @@ def build_mujoco_model(
         does, so a commanded torque excludes gravity as on the real arm. Default: on for arms, off
         otherwise (the spec has no field for it yet). It is a passive force, outside the effort clamp.
     keep_visual: keep visual meshes (for rendering); off for training, where they only cost time.
+    physics: integrator and contact settings (robot_rl.robots.mujoco_physics); its ``substeps`` MuJoCo steps
+        make one spec physics period.
     """
     path = resolve_model_path(spec)
     where = f"{spec.source_file or spec.name} (model {path})"
@@ -193,15 +197,7 @@ def build_mujoco_model(
         for body in mjs.bodies:
             if body.name != "world":
                 body.gravcomp = 1.0
-    mjs.option.timestep = spec.timing.physics_period_s
-    # implicitfast integrates the actuators' -kd·dq implicitly (Euler does so only for joint damping): a
-    # kd 30 damping command on the A1's light legs at a 5 ms step stays stable and rings at 13 rad/s under
-    # Euler. It costs little over Euler.
-    mjs.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-    # Elliptic cone with a high impratio makes friction stiff. With the defaults (pyramidal, 1) a standing
-    # quadruped's feet creep outward under the hip torques and it sinks ~2 cm more over a few seconds.
-    mjs.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    mjs.option.impratio = 100.0
+    apply_physics(mjs, physics, spec.timing.physics_period_s)  # integrator, step, friction cone, contacts
     mjs.add_key(name=KEYFRAME)
     try:
         model = mjs.compile()

@@ -59,6 +59,9 @@ def _header_table(spec: RobotSpec) -> Table:
     table.add_row("decimation", f"{t.decimation} physics steps per policy step")
     table.add_row("interface", _interface_summary(spec))
     table.add_row("sim model", _sim_model_summary(spec))
+    if spec.policy_joints:
+        table.add_row("policy joints", f"{spec.num_policy_joints} of {spec.num_joints} ({spec.policy_joints[0]} … "
+                      f"{spec.policy_joints[-1]}); the others held at their default pose")
     table.add_row("spec hash", spec.spec_hash)
     if spec.source_file:
         table.add_row("file", spec.source_file)

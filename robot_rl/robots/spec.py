@@ -97,8 +97,8 @@ class SafetySpec:
 
 @dataclass(frozen=True)
 class SimModelSpec:
-    source: Literal["pybullet_data", "menagerie", "path"]
-    path: str  # relative to pybullet_data / the Menagerie checkout / the spec file
+    source: Literal["pybullet_data", "menagerie", "unitree_mujoco", "path"]
+    path: str  # relative to pybullet_data / the Menagerie or unitree_mujoco checkout / the spec file
     floating_base: bool
     base_body: str  # body whose pose is the robot's base pose
     imu_body: str  # body carrying the IMU
@@ -157,6 +157,10 @@ class RobotSpec:
     joints: tuple[JointSpec, ...]
     safety: SafetySpec
     interface: InterfaceSpec
+    # The joints the robot's policies drive, in spec order (the G1's 12 leg joints: Unitree's walking policies
+    # are legs-only). Every other joint is held at its default pose with its own kp/kd, in the sim and on the
+    # robot. Empty: the policy drives every joint.
+    policy_joints: tuple[str, ...] = ()
     source_file: str = field(default="", compare=False)
 
     # Arrays in joint order, for the numeric code. Cached: the spec is frozen.
@@ -167,6 +171,23 @@ class RobotSpec:
     @property
     def num_joints(self) -> int:
         return len(self.joints)
+
+    @cached_property
+    def policy_joint_indices(self) -> np.ndarray:
+        """Index into the spec's joints of each joint the policy drives (all of them when policy_joints is empty)."""
+        names = self.policy_joints or self.joint_names
+        index = {n: i for i, n in enumerate(self.joint_names)}
+        arr = np.array([index[n] for n in names], dtype=np.intp)
+        arr.setflags(write=False)
+        return arr
+
+    @cached_property
+    def policy_joint_names(self) -> tuple[str, ...]:
+        return self.policy_joints or self.joint_names
+
+    @property
+    def num_policy_joints(self) -> int:
+        return len(self.policy_joint_names)
 
     @cached_property
     def default_positions(self) -> np.ndarray:
@@ -213,6 +234,8 @@ class RobotSpec:
             "physics_period_s": self.timing.physics_period_s,
             "joints": to_plain(self.joints),
         }
+        if self.policy_joints:  # only when set, so the hash of a robot whose policy drives every joint is unchanged
+            facts["policy_joints"] = list(self.policy_joints)
         blob = json.dumps(facts, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -279,6 +302,12 @@ def _validate(spec: RobotSpec, src: str) -> None:
         missing = [n for n in spec.joint_names if n not in spec.interface.motor_slots]
         if missing:
             raise ConfigError(src, "interface.motor_slots", f"joint {missing[0]!r} has no motor slot")
+    order = [seen.get(name) for name in spec.policy_joints]
+    for k, (name, i) in enumerate(zip(spec.policy_joints, order, strict=True)):
+        if i is None:
+            raise ConfigError(src, f"policy_joints[{k}]", f"{name!r} is not a joint of this robot")
+        if k and i <= order[k - 1]:
+            raise ConfigError(src, f"policy_joints[{k}]", f"{name!r} is listed twice or out of the joints' order")
     if spec.sim_model.floating_base and spec.sim_model.base_height is None:
         raise ConfigError(src, "sim_model.base_height", "required for a floating-base robot")
 

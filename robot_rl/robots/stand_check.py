@@ -22,7 +22,7 @@ BASE_HEIGHT_TOLERANCE_M = 0.03  # floating base: settled height within this of s
 ARM_POSE_TOLERANCE_RAD = 0.01  # fixed base: every joint within this of its default, for the whole run
 LIMIT_TOLERANCE_RAD = 0.002  # past a limit by more than this counts (ros2_control's "past a limit")
 
-Simulator = Literal["mujoco", "pybullet"]
+Simulator = Literal["mujoco", "pybullet", "mujoco-alt"]  # mujoco-alt: robot_rl.robots.mujoco_physics
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,12 @@ def stand_check(
     (default: on for arms, whose own controllers compensate gravity)."""
     steps = round(duration_s / spec.timing.physics_period_s)
     hold = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
-    if simulator == "mujoco":
-        q_log, height, wall = _run_mujoco(spec, hold, steps, gravity_compensation)
+    if simulator in ("mujoco", "mujoco-alt"):
+        q_log, height, wall = _run_mujoco(spec, hold, steps, gravity_compensation, simulator == "mujoco-alt")
     elif simulator == "pybullet":
         q_log, height, wall = _run_pybullet(spec, hold, steps, gravity_compensation)
     else:
-        raise ValueError(f"simulator must be 'mujoco' or 'pybullet', got {simulator!r}")
+        raise ValueError(f"simulator must be 'mujoco', 'pybullet' or 'mujoco-alt', got {simulator!r}")
     error = np.abs(q_log - spec.default_positions)
     past = np.maximum(spec.position_lower - q_log, q_log - spec.position_upper).max(initial=0.0)
     past = max(float(past), 0.0)
@@ -80,18 +80,20 @@ def stand_check(
     )
 
 
-def _run_mujoco(spec: RobotSpec, hold: JointCommand, steps: int, gravity_compensation: bool | None):
+def _run_mujoco(spec: RobotSpec, hold: JointCommand, steps: int, gravity_compensation: bool | None, alternate: bool):
     import mujoco
 
     from robot_rl.robots.mujoco_model import build_mujoco_model
+    from robot_rl.robots.mujoco_physics import ALTERNATE_PHYSICS, DEFAULT_PHYSICS
 
-    robot = build_mujoco_model(spec, gravity_compensation=gravity_compensation)
+    physics = ALTERNATE_PHYSICS if alternate else DEFAULT_PHYSICS
+    robot = build_mujoco_model(spec, gravity_compensation=gravity_compensation, physics=physics)
     model, data = robot.model, robot.make_data()
     robot.apply_command(data, hold)  # ctrl is constant: the PD runs inside mj_step
     q_log = np.empty((steps, robot.n_joints))
     start = time.perf_counter()
     for i in range(steps):
-        mujoco.mj_step(model, data)
+        mujoco.mj_step(model, data, physics.substeps)
         q_log[i] = data.qpos[robot.qpos_adr]
     wall = time.perf_counter() - start
     mujoco.mj_forward(model, data)
@@ -121,7 +123,7 @@ def _run_pybullet(spec: RobotSpec, hold: JointCommand, steps: int, gravity_compe
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("robot", help="robot name (hardware/robots/<name>.yaml) or a spec file")
-    parser.add_argument("simulator", choices=["mujoco", "pybullet"], nargs="?", default="mujoco")
+    parser.add_argument("simulator", choices=["mujoco", "pybullet", "mujoco-alt"], nargs="?", default="mujoco")
     parser.add_argument("--duration", type=float, default=2.0, help="seconds of simulated time")
     args = parser.parse_args(argv)
     result = stand_check(load_robot(args.robot), args.simulator, args.duration)

@@ -37,7 +37,7 @@ class TaskTermsMixin:
 
     def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
         sens = self.world.sensors
-        torque = self._sens[:, :, sens.joint_torque].mean(axis=1)
+        torque = self._sens[:, :, self._torque_adr].mean(axis=1)  # the policy joints' actuator torques
         inputs = RewardInputs(
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,

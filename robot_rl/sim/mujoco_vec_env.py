@@ -95,10 +95,14 @@ class MujocoVecEnv(TaskTermsMixin):
         self.dt = spec.timing.policy_period_s
         self.decimation = spec.timing.decimation
         self.max_episode_length = int(np.ceil(task.episode_length_s / self.dt))
-        self.num_joints = j = spec.num_joints
+        # The joints the policy sees and drives (spec policy_joints; all of them unless the spec lists a subset, as
+        # the G1's legs): "joints" below means these. The others are held at their default pose with their own
+        # gains, by their actuators, every step.
+        idx = self._policy_idx = spec.policy_joint_indices
+        self.num_joints = j = len(idx)
         self.num_actions = j
         self.num_commands = task.commands.size
-        self.default_q = spec.default_positions.copy()
+        self.default_q = spec.default_positions[idx].copy()
         self.floating = robot.free_qpos_adr is not None
 
         # Physics: state rows, the held ctrl, rollout outputs.
@@ -114,8 +118,10 @@ class MujocoVecEnv(TaskTermsMixin):
         self._ctrl = np.zeros((n, self.decimation, base_model.nu))
         self._out = np.empty((n, self.decimation, nstate))
         self._sens = np.zeros((n, self.decimation, base_model.nsensordata))
-        self._qpos_idx = self._qpos_off + robot.qpos_adr
-        self._qvel_idx = self._qvel_off + robot.qvel_adr
+        self._qpos_idx = self._qpos_off + robot.qpos_adr[idx]
+        self._qvel_idx = self._qvel_off + robot.qvel_adr[idx]
+        self._q_target = np.tile(spec.default_positions, (n, 1))  # every joint's; the held ones never change
+        self._torque_adr = self.world.sensors.joint_torque[idx]
         # The IMU may sit rotated on the base body: the gyro and orientation are read in its frame.
         self._imu_rot = robot.imu_in_base(self._scratch)
         self._imu_aligned = bool(np.allclose(self._imu_rot, np.eye(3)))
@@ -129,7 +135,7 @@ class MujocoVecEnv(TaskTermsMixin):
                                                spec.sim_model.base_friction, *scene_ids(base_model, scene))
         self.kp = np.tile(spec.kp, (n, 1))
         self.kd = np.tile(spec.kd, (n, 1))
-        self.strength = np.ones((n, j))
+        self.strength = np.ones((n, spec.num_joints))
         self.delay = dr.ActionDelay(n, j, self.dr_cfg.max_latency_steps)
         self._push_every = round(self.dr_cfg.push_interval_s / self.dt) if self.dr_cfg.push_interval_s else 0
 
@@ -155,13 +161,14 @@ class MujocoVecEnv(TaskTermsMixin):
         self._step_count = 0
         # The reward settings with the robot's facts filled in (the nominal base height from the spec).
         self.rewards_cfg = task.rewards.for_robot(spec.sim_model.base_height)
-        self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower, spec.position_upper,
+        self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower[idx], spec.position_upper[idx],
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
         # The chain's limits as it derives them from the spec (its torque limit: effort limits and the gains it
         # believes the motors deliver, the commanded ones × the spec's measured scales).
         self.chain_limits = limits = SafetyLimits.from_spec(spec)
-        self._chain_kp, self._chain_kd = spec.kp * limits.kp_scale, spec.kd * limits.kd_scale
+        self._chain_kp, self._chain_kd = spec.kp[idx] * limits.kp_scale, spec.kd[idx] * limits.kd_scale
+        self._chain_torque_max = limits.torque_max[idx]
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,
@@ -242,8 +249,9 @@ class MujocoVecEnv(TaskTermsMixin):
         self.kd[ids] = self.spec.kd * sample.kd_scale * sample.motor_strength
         self.strength[ids] = sample.motor_strength
 
-        q, dq = dr.initial_joint_state(cfg, self.rng, k, self.default_q, self.spec.position_lower,
-                                       self.spec.position_upper)
+        idx = self._policy_idx
+        q, dq = dr.initial_joint_state(cfg, self.rng, k, self.default_q, self.spec.position_lower[idx],
+                                       self.spec.position_upper[idx])
         rows = np.tile(self._template, (k, 1))
         rows[:, self._qpos_idx] = q
         rows[:, self._qvel_idx] = dq
@@ -326,12 +334,13 @@ class MujocoVecEnv(TaskTermsMixin):
         if self.task.torque_limit_targets:  # as the chain does on the host: the measured state, the chain's gains
             q, dq = self.state[:, self._qpos_idx], self.state[:, self._qvel_idx]
             q_sent, moved = torque_limited_targets(q_sent, q, self._chain_kp, -self._chain_kd * dq,
-                                                   self.chain_limits.torque_max)
+                                                   self._chain_torque_max)
             if moved.any():
                 self.sent_action[:] = (q_sent - self.default_q) / self.task.action.scale  # the chain's reference
         q_target = self.delay.push(q_sent)  # latency acts on what was sent, after the host's filters
+        self._q_target[:, self._policy_idx] = q_target
         # kp, kd carry this env's gain randomization and motor strength (the PD runs in the actuators).
-        self._ctrl[:] = self.robot.pd_ctrl(q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
+        self._ctrl[:] = self.robot.pd_ctrl(self._q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
 
         self._step_count += 1
         if self._push_every and self._step_count % self._push_every == 0 and self.floating:

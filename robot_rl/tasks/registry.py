@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.tasks.a1_velocity import a1_flat, a1_rough
-from robot_rl.tasks.go2_velocity import go2_flat
 from robot_rl.tasks.panda_push import panda_push
 from robot_rl.tasks.panda_reach import panda_reach
 from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.unitree_velocity import g1_flat, go2_flat
 
 
 class UnknownTaskError(RobotRLError, KeyError):
@@ -23,6 +23,7 @@ TASKS: dict[str, Callable[[], TaskCfg]] = {
     "a1-flat": a1_flat,
     "a1-rough": a1_rough,
     "go2-flat": go2_flat,
+    "g1-flat": g1_flat,
     "panda-reach": panda_reach,
     "panda-push": panda_push,
 }

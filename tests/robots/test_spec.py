@@ -197,11 +197,13 @@ def test_unitree_interfaces(name: str, family: str, release: str):
     assert (iface.message_family, iface.release_step) == (family, release)
 
 
-@pytest.mark.parametrize("name", ["go2", "g1"])
-def test_menagerie_models(name: str):
+@pytest.mark.parametrize(
+    ("name", "source", "path"),
+    [("go2", "menagerie", "unitree_go2/go2.xml"), ("g1", "unitree_mujoco", "unitree_robots/g1/g1_29dof.xml")],
+)
+def test_upstream_checkout_models(name: str, source: str, path: str):
     model = spec_of(name).sim_model
-    assert model.source == "menagerie"
-    assert model.path == f"unitree_{name}/{name}.xml"
+    assert (model.source, model.path) == (source, path)
     assert model.floating_base and model.base_height is not None and model.base_height > 0
     assert len(model.foot_bodies) == (4 if spec_of(name).kind == "quadruped" else 2)
 

@@ -43,7 +43,7 @@ REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 @dataclass(frozen=True)
 class JointMap:
-    spec_index: tuple[int, ...]  # spec joint driven by each policy joint
+    spec_index: tuple[int, ...]  # index into the spec's policy joints of each foreign policy joint
     held: tuple[str, ...]  # spec joints the policy does not drive (held at the default pose)
     overridden: dict  # what an allowance let through: {"gains": [...], "default_pose": [...]}
 
@@ -56,25 +56,31 @@ def match_joints(foreign: ForeignPolicy, spec: RobotSpec, allow: tuple[str, ...]
     """Policy joints to spec joints by name; refuse an unknown, duplicate or missing name and a gain or
     default-pose disagreement (one line naming the first, and how many more) unless ``allow`` covers it."""
     where = f"robot {spec.name!r} ({spec.source_file or 'spec'})"
-    index = {name: i for i, name in enumerate(spec.joint_names)}
+    # A policy drives the spec's policy joints (all joints, or a subset such as the G1's legs): the contract's.
+    index = {name: i for i, name in enumerate(spec.policy_joint_names)}
     seen: set[str] = set()
     for i, name in enumerate(foreign.joint_names):
+        if name in spec.joint_names and name not in index:
+            raise PolicyImportError(f"policy joint {i} {name!r} ({foreign.trainer}) is a joint of {where} that "
+                                    "the spec holds (not in its policy_joints); give a spec whose policy_joints "
+                                    "include it")
         if name not in index:
             raise PolicyImportError(f"policy joint {i} {name!r} ({foreign.trainer}) is not a joint of {where}")
         if name in seen:
             raise PolicyImportError(f"policy joint {name!r} appears twice in {foreign.trainer}'s joint order")
         seen.add(name)
     spec_index = tuple(index[n] for n in foreign.joint_names)
-    held = tuple(n for n in spec.joint_names if n not in seen)
+    held = tuple(n for n in spec.policy_joint_names if n not in seen)
     if held and "hold-missing" not in allow:
         raise PolicyImportError(f"{where} joint {held[0]!r} (and {len(held) - 1} more) is not driven by the policy; "
                                 "pass --allow hold-missing to hold such joints at the spec's default pose")
     overridden: dict = {}
+    idx = spec.policy_joint_indices
     checks = (
-        ("gains", "kp", foreign.kp, spec.kp, "run with the spec's gains, or give a spec with the policy's "
-         "(--robot path/to/spec.yaml)"),
-        ("gains", "kd", foreign.kd, spec.kd, "run with the spec's gains"),
-        ("default-pose", "default position", foreign.default_positions, spec.default_positions,
+        ("gains", "kp", foreign.kp, np.asarray(spec.kp)[idx],
+         "run with the spec's gains, or give a spec with the policy's (--robot path/to/spec.yaml)"),
+        ("gains", "kd", foreign.kd, np.asarray(spec.kd)[idx], "run with the spec's gains"),
+        ("default-pose", "default position", foreign.default_positions, np.asarray(spec.default_positions)[idx],
          "keep the spec's pose for ramp and hold (the graph still gives the policy its own)"),
     )
     for allowance, what, theirs, ours, remedy in checks:
@@ -115,9 +121,9 @@ def _uniform(values: np.ndarray) -> bool:
 
 
 def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, commands: CommandSpec) -> Adapter:
-    n, num_joints, h = len(foreign.joint_names), spec.num_joints, len(foreign.history)
+    n, num_joints, h = len(foreign.joint_names), spec.num_policy_joints, len(foreign.history)
     perm = np.array(joints.spec_index)
-    spec_default = np.array(spec.default_positions, dtype=np.float64)
+    spec_default = np.asarray(spec.default_positions, dtype=np.float64)[spec.policy_joint_indices]
     policy_default = np.array(foreign.default_positions)
     action_scale = np.array(foreign.action_scale)
     # The contract's action scale: the trainer's where it is one number, else 1 (raw action = radians).

@@ -35,9 +35,9 @@ STEPS = 300  # 6 s at 50 Hz
 COMMAND = np.array([0.5, 0.0, 0.0])
 
 
-def _controller(path: Path):
+def _controller(path: Path, robot: str | None = None):
     contract = read_contract(path)
-    spec = load_robot(contract.robot)
+    spec = load_robot(robot or contract.robot)
     policy = load_policy(path, contract)
     commands = CommandSpec(contract.commands.names, contract.commands.ranges)
     layout = layout_for_policy(ObservationLayout(()), contract)
@@ -61,20 +61,36 @@ def _states(spec, steps: int, seed: int = 0):
                          base_ang_vel=np.array([0.3 * np.cos(w * t), -0.2 * np.sin(w * t), 0.05]))
 
 
-def _import(external: Path, config: str, tmp_path: Path, allow) -> Path:
+def _import(external: Path, config: str, tmp_path: Path, allow, robot: str = "g1", task: str | None = "g1-flat"):
     out = tmp_path / "policy.onnx"
-    convert(external / config, None, "g1", None, out, allow)
+    convert(external / config, None, robot, task, out, allow)
     return out
 
 
-def test_unitree_g1_needs_hold_missing_for_the_joints_it_does_not_drive(external, tmp_path):
+def _g1_all_joints(tmp_path: Path) -> str:
+    """The G1 spec with every joint a policy joint (the user's spec for a whole-body policy)."""
+    text = Path(load_robot("g1").source_file).read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("policy_joints:")]
+    (tmp_path / "spec").mkdir()
+    path = tmp_path / "spec" / "g1.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_legs_only_policy_needs_hold_missing_on_a_whole_body_spec(external, tmp_path):
     with pytest.raises(PolicyImportError, match=r"joint 'waist_yaw_joint' \(and 16 more\) is not driven by the "
                                                 r"policy; pass --allow hold-missing"):
-        _import(external, UNITREE_CONFIG, tmp_path, ())
+        _import(external, UNITREE_CONFIG, tmp_path, (), robot=_g1_all_joints(tmp_path), task=None)
+
+
+def test_a_whole_body_policy_is_refused_on_a_legs_only_spec(external, tmp_path):
+    with pytest.raises(PolicyImportError, match=r"'waist_yaw_joint' .* is a joint of robot 'g1' .* that the spec "
+                                                r"holds \(not in its policy_joints\)"):
+        _import(external, ROBOMIMIC_CONFIG, tmp_path, ("gains", "default-pose"))
 
 
 def test_unitree_g1_onnx_equals_torchscript_along_an_episode(external, tmp_path):
-    path = _import(external, UNITREE_CONFIG, tmp_path, ("hold-missing",))
+    path = _import(external, UNITREE_CONFIG, tmp_path, ())  # the G1 spec's policy joints are its legs
     contract = read_contract(path)
     assert [s.input_name for s in contract.recurrent.states] == ["lstm_h", "lstm_c", "gait_clock"]
     spec, _, controller = _controller(path)
@@ -83,7 +99,7 @@ def test_unitree_g1_onnx_equals_torchscript_along_an_episode(external, tmp_path)
     archive = torch.jit.load(str(external / "unitree_rl_gym/deploy/pre_train/g1/motion.pt"))
     default = np.array(cfg["default_angles"])
     legs = [spec.joint_names.index(n) for n in contract.provenance.notes["imported"]["policy_joint_order"]]
-    assert legs == list(range(12))  # the 12-DoF model's joints are the G1's first 12 motors
+    assert legs == list(range(12)) and contract.joint_names == spec.policy_joint_names  # the G1's first 12 motors
     action = np.zeros(12)
     worst = 0.0
     for k, state in enumerate(_states(spec, STEPS)):
@@ -97,15 +113,15 @@ def test_unitree_g1_onnx_equals_torchscript_along_an_episode(external, tmp_path)
         with torch.no_grad():
             action = archive(torch.from_numpy(obs)[None])[0].numpy().astype(np.float64)
         raw = controller.last_raw_action
-        worst = max(worst, float(np.max(np.abs(raw[legs] - action))))
-        assert np.all(raw[12:] == 0.0)  # the held joints: zero action = the default pose
+        worst = max(worst, float(np.max(np.abs(raw - action))))  # raw is in the contract's (policy) joints
     assert worst < 1e-3, worst
 
 
 def test_robomimic_g1_onnx_equals_torchscript_along_an_episode(external, tmp_path):
     """Trainer's joint order (joint_mapping), its own gains and default pose: the targets are the trainer's."""
-    path = _import(external, ROBOMIMIC_CONFIG, tmp_path, ("gains", "default-pose"))
-    spec, _, controller = _controller(path)
+    robot = _g1_all_joints(tmp_path)
+    path = _import(external, ROBOMIMIC_CONFIG, tmp_path, ("gains", "default-pose"), robot=robot, task=None)
+    spec, _, controller = _controller(path, robot)
     controller.set_command(COMMAND)
     cfg = next(iter(yaml.safe_load((external / ROBOMIMIC_CONFIG).read_text()).values()))
     base = yaml.safe_load((external / "rl_sar/policy/g1/base.yaml").read_text())["g1"]
@@ -128,7 +144,7 @@ def test_robomimic_g1_onnx_equals_torchscript_along_an_episode(external, tmp_pat
 
 
 def test_rearming_resets_the_recurrent_state(external, tmp_path):
-    path = _import(external, UNITREE_CONFIG, tmp_path, ("hold-missing",))
+    path = _import(external, UNITREE_CONFIG, tmp_path, ())
     spec, policy, controller = _controller(path)
     runtime = DeployRuntime(spec, controller)
     states = list(_states(spec, 60))

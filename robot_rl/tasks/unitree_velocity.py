@@ -1,0 +1,105 @@
+"""Velocity tracking for the Unitree Go2 and the G1's legs: follow (lin_vel_x, lin_vel_y, ang_vel_z) on flat ground.
+
+``go2-flat`` is the A1 recipe (legged_gym's observation scales, rewards and randomization ranges, see
+:mod:`robot_rl.tasks.a1_velocity`) on the Go2 spec, as unitree_rl_gym trains its Go2 with legged_gym's defaults.
+
+``g1-flat`` drives the G1's 12 leg joints (the spec's ``policy_joints``; waist and arms held at their default pose),
+as unitree_rl_gym's G1 walking policy: its action scale 0.25, its command ranges, and its reward weights where
+this project has the term (velocity tracking, base height at the spec's nominal height, orientation, vertical
+and roll/pitch rates, joint accelerations and velocities, action rate, joint limits; a fall penalty stands in
+for its alive bonus). unitree_rl_gym also rewards a gait phase (feet contact
+and swing height against a clock in the observation); this task has no clock term, so the gait is the
+policy's own (feet air time rewarded instead, as for the quadrupeds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from robot_rl.robots.spec import load_robot
+from robot_rl.tasks.a1_velocity import ACTOR_OBS, CRITIC_OBS, PPO, RANDOMIZATION, REWARDS_FLAT
+from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
+from robot_rl.tasks.task import TaskCfg, TerminationsCfg
+from robot_rl.tasks.terms import velocity_tracking
+
+GO2_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
+                           ranges=((-1.0, 1.0), (-0.6, 0.6), (-1.0, 1.0)))
+
+
+def go2_flat() -> TaskCfg:
+    spec = load_robot("go2")
+    return TaskCfg(
+        name="go2-flat",
+        robot="go2",
+        terms=velocity_tracking(standing_fraction=0.05),
+        description="Go2 velocity tracking on flat ground",
+        actor_obs=ACTOR_OBS,
+        critic_obs=CRITIC_OBS,
+        commands=GO2_COMMANDS,
+        action=JointPositionAction(scale=0.25, clip=5.0),
+        rewards=REWARDS_FLAT,
+        # The Go2's base is 0.32 m up at its default pose; 0.15 m is lying on its belly.
+        terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.15,
+                                     base_contact=True),
+        randomization=RANDOMIZATION,
+        episode_length_s=20.0,
+        command_resample_s=10.0,
+        ppo=PPO,
+        finetune_lr=1e-3,
+        terrain=None,
+    )
+
+
+# unitree_rl_gym G1: lin_vel_x, lin_vel_y, ang_vel_z in [-1, 1]; a smaller lateral range here, as the A1's.
+G1_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
+                          ranges=((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0)))
+
+G1_REWARDS = RewardsCfg(
+    terms=(
+        RewardTerm("tracking_lin_vel", 1.0, (("sigma", 0.25),)),
+        RewardTerm("tracking_ang_vel", 0.5, (("sigma", 0.25),)),
+        RewardTerm("lin_vel_z", -2.0),
+        RewardTerm("ang_vel_xy", -0.05),
+        RewardTerm("orientation", -1.0),
+        RewardTerm("base_height", -10.0),  # target: the spec's sim_model.base_height
+        RewardTerm("dof_acc", -2.5e-7),
+        RewardTerm("dof_vel", -1e-3),
+        RewardTerm("action_rate", -0.01),
+        RewardTerm("dof_pos_limits", -5.0),
+        RewardTerm("feet_air_time", 1.0, (("target_s", 0.4),)),
+        RewardTerm("termination", -200.0),  # a fall costs 4 (× dt): stands in for unitree_rl_gym's alive bonus
+    ),
+    only_positive=False,
+)
+
+# A humanoid's DR as unitree_rl_gym's G1 (friction 0.1–1.25, base mass −1..+3 kg, pushes every 5 s up to
+# 1.5 m/s), with the A1 recipe's latency, gains and noise.
+G1_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, friction_scale=(0.1, 1.25), push_interval_s=5.0,
+                                       push_max_vel_m_s=1.5)
+
+
+def g1_flat() -> TaskCfg:
+    spec = load_robot("g1")
+    return TaskCfg(
+        name="g1-flat",
+        robot="g1",
+        terms=velocity_tracking(standing_fraction=0.05),
+        description="G1 velocity tracking on flat ground, legs only (waist and arms held)",
+        actor_obs=ACTOR_OBS,
+        critic_obs=CRITIC_OBS,
+        commands=G1_COMMANDS,
+        action=JointPositionAction(scale=0.25, clip=5.0),
+        rewards=G1_REWARDS,
+        # unitree_rl_gym terminates on pelvis contact; the pelvis under 0.4 m is a fall (standing: 0.78 m).
+        terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.4,
+                                     base_contact=True),
+        randomization=G1_RANDOMIZATION,
+        episode_length_s=20.0,
+        command_resample_s=10.0,
+        ppo=dataclasses.replace(PPO, actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64),
+                                max_iterations=10000),
+        finetune_lr=1e-3,
+        terrain=None,
+    )
