@@ -28,6 +28,7 @@ COMMANDS: dict[str, str | dict] = {
     "train": "robot_rl.learn.train:train_command",
     "play": "robot_rl.learn.play:play_command",
     "export": "robot_rl.learn.export_checkpoint:export_checkpoint",
+    "import-policy": "robot_rl.policy.importers:import_policy",
     "collect-demos": "robot_rl.learn.demos:collect_demos",
     "train-bc": "robot_rl.learn.bc:train_bc",
     "finetune": "robot_rl.learn.residual.finetune_command:finetune",

@@ -30,7 +30,7 @@ import numpy as np
 
 from robot_rl.control.action_chunks import ChunkConsumer
 from robot_rl.core.types import JointCommand, ObjectSensor, RobotState
-from robot_rl.policy.contract import PolicyContract, check_contract, layout_for_policy
+from robot_rl.policy.contract import PolicyContract, action_for_policy, check_contract, layout_for_policy
 from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.actions import JointPositionAction
@@ -113,7 +113,8 @@ class PolicyController:
         if spec.name != task.robot:
             raise ValueError(f"task {task.name!r} is for robot {task.robot!r}, got the spec of {spec.name!r}")
         layout = layout_for_policy(task.actor_obs, policy.contract)  # a composed residual's longer history
-        return cls(spec, layout, task.commands, task.action, policy, check_spec_hash=check_spec_hash)
+        action = action_for_policy(task.action, policy.contract)  # an imported policy's own scale and clip
+        return cls(spec, layout, task.commands, action, policy, check_spec_hash=check_spec_hash)
 
     @property
     def last_inputs(self) -> np.ndarray:

@@ -109,7 +109,7 @@ class DeployRuntime:
 
         Raises ConfigError (spec), PolicyLoadError (file) or ContractMismatch, each with a clear message.
         """
-        from robot_rl.policy.contract import PolicyContract, layout_for_policy
+        from robot_rl.policy.contract import PolicyContract, action_for_policy, layout_for_policy
         from robot_rl.policy.onnx_policy import load_policy, read_contract
         from robot_rl.tasks.registry import make_task
 
@@ -119,7 +119,8 @@ class DeployRuntime:
         if task_cfg.robot != spec.name:
             raise ValueError(f"task {task_cfg.name!r} is for robot {task_cfg.robot!r}, not {spec.name!r}")
         layout = layout_for_policy(task_cfg.actor_obs, found)  # a composed residual's longer history
-        expected = PolicyContract.expected_from(spec, layout, task_cfg.commands, task_cfg.action)
+        action = action_for_policy(task_cfg.action, found)  # an imported policy's own scale and clip
+        expected = PolicyContract.expected_from(spec, layout, task_cfg.commands, action)
         policy = load_policy(policy_path, expected)
         return cls(spec, PolicyController.for_task(task_cfg, spec, policy), **kwargs)
 

@@ -24,7 +24,7 @@ from robot_rl.core.errors import RobotRLError
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
-from robot_rl.tasks.observations import ObservationLayout, with_more_frames
+from robot_rl.tasks.observations import ObservationLayout, ObsTerm, with_more_frames
 from robot_rl.typed_yaml import ConfigError, build, to_plain
 
 if TYPE_CHECKING:  # the task module pulls in the simulator side; the deploy runtime need not import it
@@ -140,6 +140,25 @@ class ChunkContract:
 
 
 @dataclass(frozen=True)
+class RecurrentState:
+    """One recurrent state tensor: fed as graph input ``input_name``, returned as graph output ``output_name``
+    (the next tick's value), shape (batch, size). Zero at the start of every episode."""
+
+    input_name: str
+    output_name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class RecurrentContract:
+    """A policy with memory (an LSTM's hidden and cell state, a gait clock): the state is explicit graph
+    inputs and outputs, so the runtime carries it between ticks and resets it (zeros) when the policy starts
+    driving (every arm / re-arm). A contract without one (``PolicyContract.recurrent`` None) is memoryless."""
+
+    states: tuple[RecurrentState, ...]
+
+
+@dataclass(frozen=True)
 class CommandContract:
     names: tuple[str, ...]
     ranges: tuple[tuple[float, float], ...]
@@ -185,6 +204,9 @@ class PolicyContract:
     # chunk length: it is the model's choice, and the controller adapts to it (only the output shape must
     # agree with it). Omitted from the JSON when None, so such contracts read as they always have.
     chunk: ChunkContract | None = None
+    # Recurrent state carried by the runtime (see RecurrentContract); None: memoryless. Like the chunk, the
+    # model's choice, not compared against the runtime; omitted from the JSON when None.
+    recurrent: RecurrentContract | None = None
 
     @property
     def num_actions(self) -> int:
@@ -259,6 +281,8 @@ class PolicyContract:
         plain = to_plain(self)
         if plain["chunk"] is None:
             del plain["chunk"]  # older readers refuse unknown keys: a chunk-less contract stays as it was
+        if plain["recurrent"] is None:
+            del plain["recurrent"]
         plain["provenance"]["metrics"] = dict(sorted(plain["provenance"]["metrics"].items()))
         plain["provenance"]["notes"] = dict(sorted(plain["provenance"]["notes"].items()))
         try:
@@ -406,10 +430,25 @@ def residual_history(contract: PolicyContract) -> int:
     return int(note.get("history", 1)) if isinstance(note, dict) else 1
 
 
+IMPORTED_NOTE = "imported"  # provenance notes of a policy trained elsewhere (robot_rl.policy.importers)
+
+
 def layout_for_policy(layout: ObservationLayout, contract: PolicyContract) -> ObservationLayout:
     """The task's observation ``layout`` as the file ``contract`` takes it: a residual composed with H ticks
-    of history takes every term with H − 1 more past frames (its contract says so, and is checked in full)."""
+    of history takes every term with H − 1 more past frames (its contract says so, and is checked in full).
+    A policy imported from another trainer takes its own terms, scales and history (its contract's): the task
+    then only supplies the commands and the gate's scenario; every robot fact is still checked."""
+    if IMPORTED_NOTE in contract.provenance.notes:
+        return ObservationLayout(tuple(ObsTerm(t.name, t.scale, t.clip, 0.0, t.history_length)
+                                       for t in contract.observation.terms), contract.observation.history_layout)
     return layout.with_more_history(residual_history(contract) - 1)
+
+
+def action_for_policy(action: JointPositionAction, contract: PolicyContract) -> JointPositionAction:
+    """The task's action decoding as the file takes it: an imported policy's own scale and clip."""
+    if IMPORTED_NOTE in contract.provenance.notes:
+        return JointPositionAction(contract.action.scale, contract.action.clip)
+    return action
 
 
 def contract_for_task(

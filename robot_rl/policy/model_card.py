@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from robot_rl.policy.contract import IMPORTED_NOTE
 from robot_rl.policy.onnx_policy import read_contract
 
 
 def write_model_card(
     policy: str,
     training_command: str,
-    training_minutes: float,
+    training_minutes: float | None = None,
     gate_json: str | None = None,
     out: str | None = None,
     notes: tuple[str, ...] = (),
@@ -34,7 +35,8 @@ def write_model_card(
         f"| robot / spec hash | `{c.robot}` / `{c.spec_hash}` |",
         f"| task | `{p.task}` |",
         f"| training command | `{training_command}` |",
-        f"| training wall time | {training_minutes:.1f} min on this project's 2-core CPU machine |",
+        f"| training wall time | {training_minutes:.1f} min on this project's 2-core CPU machine |"
+        if training_minutes is not None else "| training wall time | not known (trained elsewhere) |",
         f"| seed | {p.seed} |",
         f"| iterations / env steps | {p.iterations} / {p.env_steps:,} |" if p.env_steps else
         f"| iterations | {p.iterations} |",
@@ -50,6 +52,14 @@ def write_model_card(
                                    zip(c.commands.names, c.commands.ranges, strict=True)) + " |",
         f"| normalizer | {'baked into the graph' if c.normalizer_baked_in else 'none'} |",
     ]
+    imported = p.notes.get(IMPORTED_NOTE)
+    if isinstance(imported, dict):  # a policy trained elsewhere (robot-rl import-policy): what it came from
+        lines += ["", "## Imported", "", f"- trainer: {imported.get('trainer')} ({imported.get('architecture')})"]
+        lines += [f"- {role}: `{s['file']}` sha256 `{s['sha256']}`" for role, s in imported.get("sources", {}).items()]
+        lines.append("- policy joint order: " + ", ".join(imported.get("policy_joint_order", [])))
+        lines += [f"- allowed ({kind}): " + "; ".join(items) for kind, items in imported.get("allowed", {}).items()]
+        if imported.get("held_joints"):
+            lines.append("- held at the default pose: " + ", ".join(imported["held_joints"]))
     if p.metrics:
         lines += ["", "## Training metrics", ""]
         lines += [f"- {k}: {v:.4g}" for k, v in sorted(p.metrics.items())]
@@ -59,13 +69,19 @@ def write_model_card(
                   f"Command: `{gate['command']}`; report: `{Path(gate_json).with_name('report.md').name}`", ""]
         sims = list(gate["simulators"])
         lines += ["| check | limit | " + " | ".join(sims) + " |", "|---|---|" + "---|" * len(sims)]
-        first = gate["simulators"][sims[0]]["checks"]
+        first = max((gate["simulators"][sim]["checks"] for sim in sims), key=len)
         for i, check in enumerate(first):
             values = []
             for sim in sims:
-                ch = gate["simulators"][sim]["checks"][i]
+                checks = gate["simulators"][sim]["checks"]
+                if i >= len(checks):  # the simulator's run failed: no checks, an error (listed below)
+                    values.append("—")
+                    continue
+                ch = checks[i]
                 values.append(f"{ch['value']:.3g}{'' if ch['passed'] else ' ✗'}")
             lines.append(f"| {check['name']} | ≤ {check['limit']:g} {check['unit']} | " + " | ".join(values) + " |")
+        lines += [f"\n{sim}: run failed: {gate['simulators'][sim]['error']}" for sim in sims
+                  if gate["simulators"][sim].get("error")]
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     target = Path(out) if out else path.with_name("MODEL_CARD.md")

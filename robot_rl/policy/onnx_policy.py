@@ -20,6 +20,7 @@ import numpy as np
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.policy.contract import (
+    BATCH_DIM,
     GRAPH_DIGEST_KEY,
     METADATA_KEY,
     ContractError,
@@ -179,14 +180,20 @@ def _graph_io_matches(label: str, found, declared: TensorContract) -> list[str]:
 
 def _check_graph_against_own_contract(path: Path, session, contract: PolicyContract) -> None:
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    if len(inputs) != 1 or len(outputs) != 1:
+    states = contract.recurrent.states if contract.recurrent is not None else ()
+    declared_in = [contract.input] + [TensorContract(s.input_name, (BATCH_DIM, s.size)) for s in states]
+    declared_out = [contract.output] + [TensorContract(s.output_name, (BATCH_DIM, s.size)) for s in states]
+    if len(inputs) != len(declared_in) or len(outputs) != len(declared_out):
+        extra = f" and {len(states)} recurrent states" if states else ""
         raise PolicyLoadError(
             path,
-            f"graph has {len(inputs)} inputs and {len(outputs)} outputs; a policy has one of each "
-            f"({contract.input.name!r} → {contract.output.name!r})",
+            f"graph has {len(inputs)} inputs and {len(outputs)} outputs; its contract declares "
+            f"{len(declared_in)} and {len(declared_out)} ({contract.input.name!r} → {contract.output.name!r}{extra})",
         )
-    problems = _graph_io_matches("input", inputs[0], contract.input)
-    problems += _graph_io_matches("output", outputs[0], contract.output)
+    problems = []
+    for label, found, declared in (("input", inputs, declared_in), ("output", outputs, declared_out)):
+        for f, d in zip(found, declared, strict=True):
+            problems += _graph_io_matches(label, f, d)
     if problems:
         raise PolicyLoadError(path, "graph disagrees with its own contract: " + "; ".join(problems))
 
@@ -242,10 +249,34 @@ class OnnxPolicy:
                                  self._obs_buffer.ctypes.data)
         self._binding.bind_output(self._output_names[0], "cpu", 0, np.float32, list(self._action_buffer.shape),
                                   self._action_buffer.ctypes.data)
+        # Recurrent state (contract.recurrent): each state has an input buffer and an output buffer; after a
+        # tick the output is copied into the input, so the next tick continues from it. ``reset`` zeros them.
+        self._states: list[tuple[np.ndarray, np.ndarray]] = []
+        states = contract.recurrent.states if contract.recurrent is not None else ()
+        for state in states:
+            buf_in = np.zeros((1, state.size), dtype=np.float32)
+            buf_out = np.zeros((1, state.size), dtype=np.float32)
+            self._binding.bind_input(state.input_name, "cpu", 0, np.float32, [1, state.size], buf_in.ctypes.data)
+            self._binding.bind_output(state.output_name, "cpu", 0, np.float32, [1, state.size], buf_out.ctypes.data)
+            self._states.append((buf_in, buf_out))
+        self._state_inputs = {s.input_name: (1, s.size) for s in states}
+        self._all_outputs = [self._output_names[0]] + [s.output_name for s in states]
+
+    def reset(self) -> None:
+        """Forget the recurrent state (zeros, as at the start of a training episode); a no-op without one.
+        The controller calls it whenever the policy starts driving: every arm / re-arm."""
+        for buf_in, buf_out in self._states:
+            buf_in.fill(0.0)
+            buf_out.fill(0.0)
+
+    @property
+    def state(self) -> tuple[np.ndarray, ...]:
+        """The recurrent state the next ``act`` starts from (copies); empty without one."""
+        return tuple(buf_in[0].copy() for buf_in, _ in self._states)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Raw (1, obs_dim) float32 observation → raw (num_actions,) action (before scale/clip/offset); a
-        chunking policy returns its chunk, (length, num_actions).
+        chunking policy returns its chunk, (length, num_actions). A recurrent policy advances its state.
 
         The returned array is this policy's output buffer, overwritten by the next call: copy it to keep it.
         Not thread-safe (one buffer pair per policy).
@@ -257,12 +288,17 @@ class OnnxPolicy:
             )
         np.copyto(self._obs_buffer, obs)
         self.session.run_with_iobinding(self._binding)
+        for buf_in, buf_out in self._states:
+            np.copyto(buf_in, buf_out)
         return self._action_buffer[0]
 
     def act_batch(self, obs: np.ndarray) -> np.ndarray:
         """(N, obs_dim) → (N, num_actions) (chunks: (N, length, num_actions)), for evaluating many envs at once
-        (the batch dim is dynamic)."""
+        (the batch dim is dynamic). A recurrent policy's batch starts from zero state (one step of N episodes)."""
         obs = np.ascontiguousarray(obs, dtype=np.float32)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"policy {self.path}: expected observations of shape (N, {self.obs_dim}), got {obs.shape}")
-        return self.session.run(self._output_names, {self._input_name: obs})[0]
+        feed = {self._input_name: obs}
+        feed.update({name: np.zeros((len(obs), shape[1]), dtype=np.float32)
+                     for name, shape in self._state_inputs.items()})
+        return self.session.run(self._all_outputs, feed)[0]
