@@ -52,6 +52,11 @@ class QuietTickCheck:
         self._finite_ok = np.empty(8 * n + 7, dtype=bool)
         self._finite_buf_no_action = self._finite_buf[:-n]
         self._finite_ok_no_action = self._finite_ok[:-n]
+        # With cached gains (already checked, and immutable): state, targets and action only.
+        self._finite_buf_moving = self._finite_buf[: 4 * n + 7]
+        self._finite_ok_moving = self._finite_ok[: 4 * n + 7]
+        self._finite_buf_moving_no_action = self._finite_buf[: 3 * n + 7]
+        self._finite_ok_moving_no_action = self._finite_ok[: 3 * n + 7]
         # Bounds on t, one row each: lower rows 0-3 (t must not be below), upper rows 4-7 (not above).
         # Rows 2-5 change every tick: rows = P − Q with P = [ref, soft_lo, ref, soft_hi], Q = [max_step,
         # q̇·Δt, −max_step, q̇·Δt]; (a − (−b) is a + b exactly, so row 4 is the filter's ref + max_step).
@@ -85,18 +90,31 @@ class QuietTickCheck:
         """True when every array has its shape and is finite; False means "run check_finite"."""
         if action is not None and (not isinstance(action, np.ndarray) or action.size != self.limits.num_joints):
             return False
+        key = self._gains_key
+        cached = bool(key) and key[0] is proposed.kp and key[1] is proposed.kd and key[2] is proposed.dq_target \
+            and key[3] is proposed.tau_ff
         try:
-            shapes = (state.q.shape, state.dq.shape, state.base_quat.shape, state.base_ang_vel.shape,
-                      proposed.q_target.shape, proposed.dq_target.shape, proposed.kp.shape, proposed.kd.shape,
-                      proposed.tau_ff.shape)
-            if shapes != self._shapes:
-                return False
-            arrays = (state.q, state.dq, state.base_quat, state.base_ang_vel, proposed.q_target,
-                      proposed.dq_target, proposed.kp, proposed.kd, proposed.tau_ff)
-            if action is None:
-                buf, ok = self._finite_buf_no_action, self._finite_ok_no_action
+            if cached:  # the gain arrays were checked when cached, and cannot have changed
+                shapes = (state.q.shape, state.dq.shape, state.base_quat.shape, state.base_ang_vel.shape,
+                          proposed.q_target.shape)
+                if shapes != self._shapes[:5]:
+                    return False
+                arrays = (state.q, state.dq, state.base_quat, state.base_ang_vel, proposed.q_target)
+                buf, ok = self._finite_buf_moving_no_action, self._finite_ok_moving_no_action
+                if action is not None:
+                    buf, ok = self._finite_buf_moving, self._finite_ok_moving
             else:
-                buf, ok = self._finite_buf, self._finite_ok
+                shapes = (state.q.shape, state.dq.shape, state.base_quat.shape, state.base_ang_vel.shape,
+                          proposed.q_target.shape, proposed.dq_target.shape, proposed.kp.shape, proposed.kd.shape,
+                          proposed.tau_ff.shape)
+                if shapes != self._shapes:
+                    return False
+                arrays = (state.q, state.dq, state.base_quat, state.base_ang_vel, proposed.q_target,
+                          proposed.dq_target, proposed.kp, proposed.kd, proposed.tau_ff)
+                buf, ok = self._finite_buf_no_action, self._finite_ok_no_action
+                if action is not None:
+                    buf, ok = self._finite_buf, self._finite_ok
+            if action is not None:
                 arrays += (action.reshape(-1),)
             np.concatenate(arrays, out=buf)
         except (AttributeError, TypeError, ValueError):  # not arrays, or not float: the full check says why
@@ -115,7 +133,8 @@ class QuietTickCheck:
         np.multiply(kp, self.kp_scale, out=self._kp_eff)
         np.multiply(kd, self.kd_scale, out=self._kd_eff)
         np.negative(self._kd_eff, out=self._neg_kd_eff)
-        cacheable = _immutable(kp) and _immutable(kd) and _immutable(dqt) and _immutable(tau_ff)
+        cacheable = all(_immutable(a) and a.shape == self._shapes[0] and np.isfinite(a).all()
+                        for a in (kp, kd, dqt, tau_ff))
         self._zero_targets = cacheable and not dqt.any() and not tau_ff.any()
         self._gains_key = (kp, kd, dqt, tau_ff) if cacheable else ()
 
