@@ -147,3 +147,21 @@ def test_all_finite_refuses_what_it_cannot_vouch_for():
     for value in (np.nan, np.inf, -np.inf):
         state.base_ang_vel[1] = value
         assert not check.all_finite(state, command, None)
+
+
+def test_a_non_finite_read_only_gain_is_never_trusted():
+    """Immutable gains skip the per-tick finite check only once they were found finite."""
+    spec = load_robot("a1")
+    n = spec.num_joints
+    chain = SafetyChain.from_spec(spec)
+    q = spec.default_positions.copy()
+    kd = spec.kd.copy()
+    kd[5] = np.nan
+    command = JointCommand(q.copy(), _read_only(np.zeros(n)), _read_only(spec.kp), _read_only(kd),
+                           _read_only(np.zeros(n)))
+    state = RobotState(0.0, 1, q.copy(), np.zeros(n), np.zeros(n), np.array([1.0, 0, 0, 0]), np.zeros(3))
+    for tick in (1, 2):  # the second tick would use a cache, if there were one
+        state.tick = tick
+        out = chain.step(state, command, tick * 0.02, action=np.zeros(n))
+        assert out.faulted and (not out.events or out.events[0].filter_name == "non_finite")
+        chain.reset()
