@@ -7,21 +7,21 @@ and ``unitree_hg`` (G1, H1-2) message families. Motor slots are mapped to the sp
 Reading and writing (the control loop never waits on DDS):
 
 - ``read()`` takes the newest ``LowState`` from the DDS reader's cache (keep-last 1, a non-blocking
-  ``take``), drops it if its CRC is wrong (counted), converts it and returns it; when nothing new has
-  arrived it returns the last state again, however old: staleness is the safety chain's job
-  (``tick`` / ``timestamp``). Only the sample read is deserialized (≈ 270 µs in Python), not all 500 per
-  second: a receive thread doing that would burn ≈ 13 % of a core and contend for the GIL with the
-  control thread. ``timestamp`` is ``time.monotonic()`` when the sample was taken: the arrival time for
-  ``wait_for_state()``, at most one hardware period (2 ms) after arrival for a loop that calls
+  ``take`` of the serialized sample), drops it if its CRC is wrong (counted), decodes it and returns it; when
+  nothing new has arrived it returns the last state again, however old: staleness is the safety chain's job
+  (``tick`` / ``timestamp``). Decoding is the struct codec (``robot_rl.hardware.unitree_wire``: ≈ 8 µs with
+  the CRC check, against ≈ 250 µs for Cyclone's Python IDL classes), and only the sample read is decoded,
+  not all 500 per second. ``timestamp`` is ``time.monotonic()`` when the sample was taken: the arrival time
+  for ``wait_for_state()``, at most one hardware period (2 ms) after arrival for a loop that calls
   ``read()`` while states flow. ``read()`` / ``wait_for_state()`` belong to one control thread.
-- ``write()`` builds the ``LowCmd`` (CRC set, floats rounded to float32 as on the wire), serializes it
-  once, publishes it immediately and stores the bytes; a re-publish thread sends the latest bytes every
+- ``write()`` builds the serialized ``LowCmd`` (CRC set, floats rounded to float32 as on the wire) once,
+  publishes it immediately and stores the bytes; a re-publish thread sends the latest bytes every
   ``spec.timing.hardware_period_s`` (500 Hz) on fixed deadlines, as the firmware expects a steady
-  stream. It skips a deadline when ``write()`` published less than half a period before. Serializing a
-  ``LowCmd`` in Python costs ≈ 180 µs; re-sending the stored bytes costs only the DDS write. (Python
-  (de)serialization costs: benchmarks/results/RESULTS_dds_latency.md.) With ``max_command_age_s`` it stops
-  re-sending a command that ``write()`` has not renewed for that long: a hung control loop then goes
-  silent on ``rt/lowcmd`` instead of being hidden by this thread, and the supervisor
+  stream. It skips a deadline when ``write()`` published less than half a period before. Encoding goes
+  through the struct codec (≈ 18 µs with the CRC, against ≈ 180 µs for the IDL classes: figures in
+  benchmarks/results/RESULTS_dds_latency.md); re-sending the stored bytes costs only the DDS write. With
+  ``max_command_age_s`` it stops re-sending a command that ``write()`` has not renewed for that long: a hung
+  control loop then goes silent on ``rt/lowcmd`` instead of being hidden by this thread, and the supervisor
   (``robot_rl.control.supervisor``), which watches that stream, damps the robot.
 
 QoS: ``LowState`` is read best-effort, keep-last 1 (only the newest state matters; best-effort matches
@@ -113,8 +113,9 @@ def connection_hints(network_interface: str, release_step: str = "none") -> str:
 
 @dataclass(frozen=True, eq=False)
 class MotorSlotMap:
-    """Spec joints ↔ motor slots of one message family, by joint name. Used by the robot interface and,
-    in the other direction (commands in, states out), by the sim bridge."""
+    """Spec joints ↔ motor slots of one message family, by joint name. Its message methods work on Cyclone's
+    IDL objects: the readable definition of the mapping, which the struct-codec hot path of the robot
+    interface and the sim bridge (``robot_rl.hardware.unitree_wire``) is tested against."""
 
     spec: RobotSpec
     family: ModuleType
