@@ -248,8 +248,9 @@ class ObservationBuilder:
                 view += self.rng.uniform(-noise, noise, size=view.shape)
         if self._scaled:
             np.multiply(frame, self._scale, out=frame)
-        if self._clipped:
-            np.clip(frame, self._clip_low, self._clip_high, out=frame)
+        if self._clipped:  # np.clip, as two ufuncs (its Python wrapper costs more than they do)
+            np.maximum(frame, self._clip_low, out=frame)
+            np.minimum(frame, self._clip_high, out=frame)
         if not self._has_history:
             np.copyto(self._out, frame, casting="same_kind")
         else:
