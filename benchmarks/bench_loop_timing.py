@@ -12,9 +12,13 @@ drifts of this shared machine hit every variant alike:
 Every variant is scored the same way from its recorded wake times: each wake is assigned to the slot of
 the rate grid it falls in (grid origin = the loop's first deadline; for the naive loop, its first wake);
 lateness = wake − slot start; a missed deadline is a grid slot with no wake; period = wake-to-wake time
-and jitter = |period − dt|. The per-tick work is a batch-1 MLP forward in numpy repeated to ≈ ``work_us``
-plus a small observation dict, the kind of work a policy tick does.
+and jitter = |period − dt|. The per-tick work (``--work``) is by default the real policy tick: the A1 policy
+path of benchmarks/bench_policy_tick.py (an A1-sized MLP exported to ONNX and loaded by ``load_policy``,
+``PolicyController.step`` on a moving state, then ``SafetyChain.step``); ``--work synthetic`` runs the
+earlier stand-in (a batch-1 numpy MLP repeated to ≈ ``work_us`` plus a small dict), kept to compare with
+earlier results.
 
+    .venv/bin/python benchmarks/bench_loop_timing.py --duration-s 600 --variants rate_loop_fifo   # issue 26
     .venv/bin/python benchmarks/bench_loop_timing.py --duration-s 60
 """
 
@@ -44,7 +48,8 @@ class Args:
     rate_hz: float = 50.0
     block_s: float = 10.0  # length of one alternating block
     spin_s: float = 250e-6
-    work_us: float = 100.0  # synthetic work per tick
+    work: Literal["tick", "synthetic"] = "tick"  # the real policy tick, or the earlier synthetic stand-in
+    work_us: float = 100.0  # synthetic work per tick (--work synthetic)
     fifo_priority: int = 50
     variants: tuple[Variant, ...] = ("rate_loop", "rate_loop_fifo", "deadline_sleep", "naive_sleep")
     markdown_out: Path | None = None  # also write the results table here
@@ -81,6 +86,63 @@ class Work:
         for _ in range(self.repeats):
             action = self._forward()
         return {"obs": self.obs, "action": action, "t": time.perf_counter()}  # short-lived Python garbage
+
+
+class PolicyTick:
+    """The real per-tick compute: observation → ONNX policy → decode → safety chain, on a moving A1 state."""
+
+    repeats = 1
+
+    def __init__(self, robot: str = "a1") -> None:
+        import sys
+        import tempfile
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_policy_tick import _mlp, _trajectory
+
+        from robot_rl.control.controller import PolicyController
+        from robot_rl.core.types import RobotState
+        from robot_rl.policy.contract import PolicyContract
+        from robot_rl.policy.export import export_onnx
+        from robot_rl.policy.onnx_policy import load_policy
+        from robot_rl.robots.spec import load_robot
+        from robot_rl.safety import ActionClip, SafetyChain
+        from robot_rl.tasks.registry import make_task
+
+        task, spec = make_task("a1-flat"), load_robot(robot)
+        contract = PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action)
+        with tempfile.TemporaryDirectory(prefix="bench_loop_timing_") as tmp:
+            path = Path(tmp) / "policy.onnx"
+            export_onnx(_mlp(contract.obs_dim, (512, 256, 128), contract.num_actions), None, contract, path)
+            policy = load_policy(path, contract)
+        self.controller = PolicyController(spec, task.actor_obs, task.commands, task.action, policy)
+        a = contract.action
+        self.chain = SafetyChain.from_spec(spec, ActionClip(a.clip, a.scale, np.array(a.offset)))
+        self.period = spec.timing.policy_period_s
+        self.q, self.dq, self.quat, self.gyro = _trajectory(spec, 500, self.period)
+        n = spec.num_joints
+        self.state = RobotState(0.0, 0, self.q[0].copy(), self.dq[0].copy(), np.zeros(n), self.quat[0].copy(),
+                                self.gyro[0].copy())
+        self.command = np.array([0.5, 0.0, 0.2])
+        self.median_us = float(np.median([self._timed() for _ in range(200)])) * 1e6
+        self.faults = 0
+
+    def _timed(self) -> float:
+        start = time.perf_counter()
+        self()
+        return time.perf_counter() - start
+
+    def __call__(self) -> None:
+        s = self.state
+        i = (s.tick + 1) % len(self.q)
+        s.tick += 1
+        s.timestamp = s.tick * self.period
+        s.q[:], s.dq[:], s.base_quat[:], s.base_ang_vel[:] = self.q[i], self.dq[i], self.quat[i], self.gyro[i]
+        out = self.chain.step(s, self.controller.step(s, self.command), s.timestamp,
+                              action=self.controller.last_raw_action)
+        if out.faulted:  # would make every later tick a cheap damping command: count it and re-arm
+            self.faults += 1
+            self.chain.reset()
 
 
 @dataclass
@@ -171,12 +233,13 @@ def main(args: Args) -> None:
     period = 1.0 / args.rate_hz
     block_ticks = max(2, round(args.block_s * args.rate_hz))
     rounds = max(1, math.ceil(args.duration_s / args.block_s))
-    work = Work(args.work_us)
+    work = PolicyTick() if args.work == "tick" else Work(args.work_us)
     watch = GcWatch()
     gc.callbacks.append(watch)
     print(f"machine: {machine()}; load average at start {os.getloadavg()}")
     print(f"{args.rate_hz:g} Hz, {rounds} rounds × {block_ticks} ticks per variant, work {work.median_us:.0f} µs "
-          f"median ({work.repeats} MLP forwards), spin {args.spin_s * 1e6:.0f} µs")
+          f"median ({'the real policy tick' if args.work == 'tick' else f'{work.repeats} MLP forwards'}), "
+          f"spin {args.spin_s * 1e6:.0f} µs")
 
     results: dict[str, list[dict]] = {v: [] for v in args.variants}
     self_reported_misses: dict[str, int] = {}
@@ -228,7 +291,7 @@ def ratio(baseline_us: float, ours_us: float) -> str:
     return f"{baseline_us / ours_us:.1f}×" if ours_us >= 1.0 else f"> {baseline_us:.0f}×"
 
 
-def render(rows: list[dict], args: Args, work: Work, fifo_detail: str, own: dict[str, int]) -> str:
+def render(rows: list[dict], args: Args, work: Work | PolicyTick, fifo_detail: str, own: dict[str, int]) -> str:
     lines = [
         "| variant | ticks | missed deadlines | bursts | lateness p50 / p99 / p99.9 / max (µs) "
         "| period jitter p50 / p99 / p99.9 / max (µs) | mean rate error | GC runs (max pause ms) |",
@@ -258,7 +321,9 @@ def render(rows: list[dict], args: Args, work: Work, fifo_detail: str, own: dict
     lines.append(f"RateLoop's own LoopStats missed-deadline counts (must equal the table): {own}")
     if fifo_detail:
         lines.append(f"rate_loop_fifo scheduling: {fifo_detail}")
-    lines.append(f"work per tick: {work.median_us:.0f} µs median; spin window {args.spin_s * 1e6:.0f} µs; "
+    kind = ("the real policy tick (A1 MLP on onnxruntime, controller, safety chain; "
+            f"{work.faults} chain faults)" if isinstance(work, PolicyTick) else "synthetic numpy MLP")
+    lines.append(f"work per tick: {kind}, {work.median_us:.0f} µs median; spin window {args.spin_s * 1e6:.0f} µs; "
                  f"blocks of {args.block_s:g} s alternating")
     return "\n".join(lines)
 

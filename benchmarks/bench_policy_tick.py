@@ -14,9 +14,23 @@ hit every variant alike; garbage collection frozen and disabled while timing:
 - ``ort_iobinding``  ``run_with_iobinding`` with pre-bound input/output buffers (what ``act`` uses)
 - ``policy_act``     ``OnnxPolicy.act`` (shape/dtype check + copy into the bound buffer + run)
 - ``observation``    ``ObservationBuilder.compute`` alone (N = 1, the task's actor layout), for the breakdown
-- ``safety_chain``   ``SafetyChain.step`` alone on a fixed in-range command, for the breakdown
+- ``safety_chain``   ``SafetyChain.step`` alone on a fixed in-range command with the controller's gain arrays
+                     (as the runtime passes them), for the breakdown
+- ``chain_filters``  ``chain_step`` without the quiet-tick check: every filter, as the chain ran before issue 26
+                     (the same-run baseline of ``safety_chain``)
 - ``controller``     ``PolicyController.step``: state → observation → act → decode → JointCommand
 - ``tick``           ``controller`` + ``SafetyChain.step`` (the whole per-tick compute of the runtime)
+
+Robots: ``--robots a1 g1``. The A1 runs its a1-flat task's actor observation (45 wide). The G1 (29 joints,
+hardware/robots/g1.yaml) has no task in the registry, so it runs the same observation terms, commands and action
+at its own width (96 → … → 29): an MLP of the G1's width with random weights, as a G1 velocity policy would be.
+
+Allocation per tick (after the timed part, ``tick`` only): tracemalloc traces every Python and numpy allocation;
+"retained" is the growth of traced memory over 2,000 and over 8,000 steady-state ticks (each after 2,000 traced ones,
+which fill the interpreter's caches once); per tick is the slope between the two (goal 0: nothing accumulates);
+"transient" is the largest peak over one tick above the memory before it (objects made and freed within the
+tick: Python floats, tuples, the NamedTuples of the chain's state). onnxruntime's own C++ allocations are not
+traced.
 
 Back-to-back calls of one thing keep its code and data hot in the caches; in ``controller`` inference
 follows the observation build and runs slower than in ``ort_run`` (see the p50 breakdown in the results). That
@@ -32,6 +46,7 @@ import os
 import platform
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,15 +58,16 @@ import tyro
 from robot_rl.control.controller import PolicyController
 from robot_rl.core.loop_timing import realtime_context
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.policy.contract import contract_for_task
+from robot_rl.policy.contract import PolicyContract
 from robot_rl.policy.export import export_onnx
 from robot_rl.policy.onnx_policy import load_policy
 from robot_rl.robots.spec import load_robot
-from robot_rl.safety import ActionClip, SafetyChain
+from robot_rl.safety import ActionClip, FilterState, SafetyChain, chain_step
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
 from robot_rl.tasks.registry import make_task
 
-VARIANTS = ("ort_run", "ort_iobinding", "policy_act", "observation", "safety_chain", "controller", "tick")
+VARIANTS = ("ort_run", "ort_iobinding", "policy_act", "observation", "safety_chain", "chain_filters", "controller",
+            "tick")
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,8 @@ class Args:
     block: int = 1_000  # calls per alternating block
     repeats: int = 3  # whole measurement repeated; medians over repeats are reported
     hidden: tuple[int, ...] = (512, 256, 128)
-    task: str = "a1-flat"
+    task: str = "a1-flat"  # the observation terms, commands and action (the G1 takes them at its width)
+    robots: tuple[str, ...] = ("a1", "g1")
     fifo_priority: int | None = None  # run the timed part under SCHED_FIFO, as a deployed loop would
     markdown_out: Path | None = None
 
@@ -95,15 +112,46 @@ def _percentiles(samples_ns: np.ndarray) -> dict[str, float]:
             "p99.9": float(np.percentile(us, 99.9)), "max": float(us.max())}
 
 
-def run(args: Args) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[str, float]]], dict]:
+def _retained_bytes(tick: Callable[[], None], next_state: Callable[[], None], ticks: int) -> tuple[int, int]:
+    """(traced bytes retained over ``ticks`` ticks, the largest transient peak of one tick above its start)."""
+    tracemalloc.start()
+    try:
+        for _ in range(2000):  # a first traced window: caches the interpreter fills once are not "per tick"
+            next_state()
+            tick()
+        start, _ = tracemalloc.get_traced_memory()
+        transient = 0
+        for _ in range(ticks):
+            next_state()
+            before, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            tick()
+            transient = max(transient, tracemalloc.get_traced_memory()[1] - before)
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return end - start, transient
+
+
+def _allocation_per_tick(tick: Callable[[], None], next_state: Callable[[], None]) -> dict:
+    """Retained bytes over 2,000 and over 8,000 steady-state ticks; per tick = the slope between them (a few
+    hundred bytes of interpreter and onnxruntime-wrapper caches come and go independently of the tick count)."""
+    short, transient_a = _retained_bytes(tick, next_state, 2000)
+    long, transient_b = _retained_bytes(tick, next_state, 8000)
+    return {"retained_2000": short, "retained_8000": long, "retained_per_tick": max(0.0, (long - short) / 6000),
+            "transient_max": max(transient_a, transient_b)}
+
+
+def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[str, float]]], dict]:
     task = make_task(args.task)
-    spec = load_robot(task.robot)
-    contract = contract_for_task(task, spec)
+    spec = load_robot(robot)
+    layout = task.actor_obs
+    contract = PolicyContract.expected_from(spec, layout, task.commands, task.action)
     tmp = Path(tempfile.mkdtemp(prefix="bench_policy_tick_"))
     path = tmp / "policy.onnx"
     export_onnx(_mlp(contract.obs_dim, args.hidden, contract.num_actions), None, contract, path)
     policy = load_policy(path, contract)
-    controller = PolicyController.for_task(task, spec, policy)
+    controller = PolicyController(spec, layout, task.commands, task.action, policy)
     a = contract.action
     chain = SafetyChain.from_spec(spec, ActionClip(a.clip, a.scale, np.array(a.offset)))
 
@@ -143,17 +191,23 @@ def run(args: Args) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[st
     def policy_act() -> None:
         policy.act(obs)
 
-    builder = ObservationBuilder(task.actor_obs, 1, spec.num_joints, task.commands.size, contract.num_actions)
+    builder = ObservationBuilder(layout, 1, spec.num_joints, task.commands.size, contract.num_actions)
     inputs = ObsInputs(q=state.q[None, :], dq=state.dq[None, :], default_q=spec.default_positions,
                        base_quat=state.base_quat[None, :], base_ang_vel=state.base_ang_vel[None, :],
                        command=command[None, :], last_action=np.zeros((1, contract.num_actions)))
-    fixed_command = JointCommand.hold(spec.default_positions, spec.kp, spec.kd)
+    gains = controller.step(state, command)  # the controller's read-only gain arrays, as the runtime passes them
+    fixed_command = JointCommand(spec.default_positions.copy(), gains.dq_target, gains.kp, gains.kd, gains.tau_ff)
+    filters_state = [FilterState()]
 
     def observation() -> None:
         builder.compute(inputs)
 
     def safety_chain() -> None:
         chain.step(state, fixed_command, state.timestamp, action=controller.last_raw_action)
+
+    def chain_filters() -> None:
+        filters_state[0] = chain_step(chain.limits, filters_state[0], state, fixed_command, state.timestamp,
+                                      action=controller.last_raw_action)[1]
 
     def controller_step() -> None:
         controller.step(state, command)
@@ -164,7 +218,7 @@ def run(args: Args) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[st
 
     calls: dict[str, Callable[[], None]] = {
         "ort_run": ort_run, "ort_iobinding": ort_iobinding, "policy_act": policy_act, "observation": observation,
-        "safety_chain": safety_chain, "controller": controller_step, "tick": tick,
+        "safety_chain": safety_chain, "chain_filters": chain_filters, "controller": controller_step, "tick": tick,
     }
     for name in VARIANTS:  # warm-up
         for _ in range(200):
@@ -172,6 +226,7 @@ def run(args: Args) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[st
             calls[name]()
     controller.reset()
     chain.reset()
+    filters_state[0] = FilterState()
 
     per_repeat = []
     clock = time.perf_counter_ns
@@ -196,7 +251,9 @@ def run(args: Args) -> tuple[dict[str, dict[str, float]], list[dict[str, dict[st
                 f"{n} p50 {per_repeat[-1][n]['p50']:.1f} p99 {per_repeat[-1][n]['p99']:.1f}" for n in VARIANTS))
     medians = {name: {k: float(np.median([r[name][k] for r in per_repeat])) for k in ("p50", "p99", "p99.9", "max")}
                for name in VARIANTS}
-    info = {"obs_dim": contract.obs_dim, "num_actions": contract.num_actions, "faulted": chain.faulted,
+    allocation = _allocation_per_tick(tick, next_state)
+    info = {"robot": robot, "allocation": allocation, "obs_dim": contract.obs_dim,
+            "num_actions": contract.num_actions, "faulted": chain.faulted,
             "safety": chain.report.summary(), "model_bytes": path.stat().st_size,
             "load": (load_before, os.getloadavg()[0]), "scheduling": realtime.fifo_detail if realtime.fifo_requested
             else "normal priority (SCHED_OTHER)"}
@@ -215,22 +272,38 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _markdown(args: Args, medians, per_repeat, info) -> str:
-    base = medians["ort_run"]
-    lines = [
+GOALS = (  # (what, value from the medians, goal, unit); the issue's goals (26)
+    ("tick p50 / ort_run p50", lambda m: m["tick"]["p50"] / m["ort_run"]["p50"], 2.0, "×"),
+    ("safety chain p50", lambda m: m["safety_chain"]["p50"], 10.0, " µs"),
+    ("observation p50", lambda m: m["observation"]["p50"], 10.0, " µs"),
+    ("tick p99", lambda m: m["tick"]["p99"], 150.0, " µs"),
+)
+
+
+def _header(args: Args, info: dict) -> list[str]:
+    robots = " ".join(args.robots)
+    return [
         "# Policy tick compute",
         "",
-        f"Command: `.venv/bin/python benchmarks/bench_policy_tick.py --ticks {args.ticks} --repeats {args.repeats}"
-        + (f" --fifo-priority {args.fifo_priority}`" if args.fifo_priority is not None else "`"),
+        f"Command: `.venv/bin/python benchmarks/bench_policy_tick.py --ticks {args.ticks} --repeats {args.repeats} "
+        f"--robots {robots}" + (f" --fifo-priority {args.fifo_priority}`" if args.fifo_priority is not None else "`"),
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), Python {platform.python_version()}, "
         f"{platform.platform()}. Shared with other processes while measured: 1-min load average "
-        f"{info['load'][0]:.1f} before, {info['load'][1]:.1f} after, on 2 cores, so p99 and above include "
-        "preemption by them, and single-core speed drifts up to 2×: compare rows of this table only. "
+        f"{info['load'][0]:.1f} before, {info['load'][1]:.1f} after, on {os.cpu_count()} cores, so p99 and above "
+        "include preemption by them, and single-core speed drifts up to 2×: compare rows of one table only. "
         f"Scheduling: {info['scheduling']}.",
         "",
-        f"Model: MLP {info['obs_dim']} → {' → '.join(map(str, args.hidden))} → {info['num_actions']} (ELU), "
-        f"task {args.task}, exported ONNX opset 18 ({info['model_bytes']} bytes), onnxruntime CPU, 1 thread. "
+    ]
+
+
+def _markdown(args: Args, medians, per_repeat, info) -> str:
+    base = medians["ort_run"]
+    alloc = info["allocation"]
+    lines = [
+        f"## {info['robot']}: MLP {info['obs_dim']} → {' → '.join(map(str, args.hidden))} → {info['num_actions']}",
+        "",
+        f"Task terms of {args.task}, exported ONNX opset 18 ({info['model_bytes']} bytes), onnxruntime CPU, 1 thread. "
         f"{args.ticks} timed calls per variant per repeat, alternating blocks of {args.block}, gc frozen + disabled. "
         f"Medians over {args.repeats} repeats, µs:",
         "",
@@ -246,11 +319,25 @@ def _markdown(args: Args, medians, per_repeat, info) -> str:
     lines += [
         "",
         f"Breakdown at p50: tick {tick['p50']:.0f} = controller {ctrl['p50']:.0f} + safety chain "
-        f"{tick['p50'] - ctrl['p50']:.0f} (alone: {medians['safety_chain']['p50']:.0f}); controller = observation "
-        f"build (alone {medians['observation']['p50']:.0f}) + act (alone {medians['policy_act']['p50']:.0f}) + decode "
-        f"and copies + the cost of running them interleaved rather than back-to-back "
+        f"{tick['p50'] - ctrl['p50']:.0f} (alone: {medians['safety_chain']['p50']:.1f}; every filter, the old path: "
+        f"{medians['chain_filters']['p50']:.1f}); controller = observation build (alone "
+        f"{medians['observation']['p50']:.1f}) + act (alone {medians['policy_act']['p50']:.1f}) + decode and copies + "
+        f"the cost of running them interleaved rather than back-to-back "
         f"({ctrl['p50'] - medians['observation']['p50'] - medians['policy_act']['p50']:.0f} µs together).",
-        f"Goal: tick p99 ≤ 150 µs → measured {tick['p99']:.1f} µs ({'met' if tick['p99'] <= 150 else 'NOT met'}).",
+        "",
+        "| goal (issue 26) | measured | goal | |",
+        "|---|---|---|---|",
+    ]
+    for what, value, goal, unit in GOALS:
+        v = value(medians)
+        lines.append(f"| {what} | {v:.2f}{unit} | ≤ {goal:g}{unit} | {'met' if v <= goal else 'NOT met'} |")
+    lines += [
+        f"| allocation per tick, retained (over 2,000 ticks: {alloc['retained_2000']} B, over 8,000: "
+        f"{alloc['retained_8000']} B) | {alloc['retained_per_tick']:.3f} B | 0 B | "
+        f"{'met' if alloc['retained_per_tick'] < 0.01 else 'NOT met'} |",
+        f"| allocation per tick, transient peak (Python objects made and freed in the tick) | "
+        f"{alloc['transient_max']} B | (reported) | |",
+        "",
         f"Safety chain faulted during the run: {info['faulted']}; interventions: {info['safety']['interventions']}.",
         "",
         "Per repeat (p50 / p99, µs):",
@@ -265,12 +352,18 @@ def _markdown(args: Args, medians, per_repeat, info) -> str:
 
 
 def main(args: Args) -> None:
-    medians, per_repeat, info = run(args)
-    text = _markdown(args, medians, per_repeat, info)
+    sections, infos = [], []
+    for robot in args.robots:
+        medians, per_repeat, info = run(args, robot)
+        infos.append(info)
+        sections.append(_markdown(args, medians, per_repeat, info))
+        base = medians["ort_run"]
+        print(f"{robot}: tick / bare onnxruntime run: p50 ×{medians['tick']['p50'] / base['p50']:.2f}, "
+              f"p99 ×{medians['tick']['p99'] / base['p99']:.2f}; chain p50 {medians['safety_chain']['p50']:.1f} µs, "
+              f"observation p50 {medians['observation']['p50']:.1f} µs; allocation {info['allocation']}")
+    load = (infos[0]["load"][0], infos[-1]["load"][1])
+    text = "\n".join(_header(args, {**infos[0], "load": load})) + "\n" + "\n".join(sections)
     print(text)
-    base = medians["ort_run"]
-    print(f"tick / bare onnxruntime run: p50 ×{medians['tick']['p50'] / base['p50']:.2f}, "
-          f"p99 ×{medians['tick']['p99'] / base['p99']:.2f}")
     if args.markdown_out is not None:
         args.markdown_out.write_text(text)
 

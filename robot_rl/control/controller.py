@@ -68,6 +68,7 @@ class PolicyController:
         self._policy_idx = spec.policy_joint_indices
         self._all_policy = j == spec.num_joints  # the common case: no gather/scatter on the hot path
         self._default_q = _constant(spec.default_positions[self._policy_idx])
+        self._policy_target = np.zeros(j)  # legs-only policies: the decoded targets before the scatter
 
         # Every raw input in one buffer, so one isfinite call covers them all: q | dq | quat | gyro | lin_vel | cmd
         self._raw = np.zeros((1, 2 * j + 10 + c))
@@ -75,6 +76,7 @@ class PolicyController:
         q, dq, quat, gyro, lin_vel, cmd = (self._raw[:, a:b] for a, b in pairwise(cols))
         quat[0, 0] = 1.0
         self._q, self._dq, self._quat, self._gyro, self._lin_vel, self._command = q, dq, quat, gyro, lin_vel, cmd
+        self._q0, self._dq0, self._quat0, self._gyro0 = q[0], dq[0], quat[0], gyro[0]  # the rows step() fills
         self._last_action = np.zeros((1, j))
         self._object_pos = np.zeros((1, 3))  # the task object (manipulation), when a sensor reports one
         # The task's observation source (a simulator's scene, a perception source): not part of RobotState.
@@ -164,45 +166,49 @@ class PolicyController:
             self.set_command(command)
         try:
             if self._all_policy:
-                np.copyto(self._q[0], state.q)
-                np.copyto(self._dq[0], state.dq)
+                np.copyto(self._q0, state.q)
+                np.copyto(self._dq0, state.dq)
             else:
                 if np.shape(state.q) != (self.num_joints,) or np.shape(state.dq) != (self.num_joints,):
                     raise ValueError
-                np.take(state.q, self._policy_idx, out=self._q[0])
-                np.take(state.dq, self._policy_idx, out=self._dq[0])
-            np.copyto(self._quat[0], state.base_quat)
-            np.copyto(self._gyro[0], state.base_ang_vel)
+                np.take(state.q, self._policy_idx, out=self._q0)
+                np.take(state.dq, self._policy_idx, out=self._dq0)
+            np.copyto(self._quat0, state.base_quat)
+            np.copyto(self._gyro0, state.base_ang_vel)
         except ValueError:
             raise ValueError(
                 f"robot state does not fit {self.spec.name!r}: q {np.shape(state.q)}, dq {np.shape(state.dq)}, "
                 f"base_quat {np.shape(state.base_quat)}, base_ang_vel {np.shape(state.base_ang_vel)}; "
                 f"expected ({self.num_joints},), ({self.num_joints},), (4,), (3,)"
             ) from None
+        inputs = self._inputs
         if state.base_lin_vel is None:
-            self._lin_vel.fill(0.0)
-            self._inputs.base_lin_vel = None  # a term that needs it raises a clear error in the builder
+            if inputs.base_lin_vel is not None:  # zero it once, when the measurement goes away
+                self._lin_vel.fill(0.0)
+                inputs.base_lin_vel = None  # a term that needs it raises a clear error in the builder
         else:
             np.copyto(self._lin_vel[0], state.base_lin_vel)
-            self._inputs.base_lin_vel = self._lin_vel
+            inputs.base_lin_vel = self._lin_vel
         object_pos = None if self.object_sensor is None else self.object_sensor.object_position()
         if object_pos is None:
-            self._object_pos.fill(0.0)
-            self._inputs.object_pos = None  # a term that needs it raises a clear error in the builder
+            if inputs.object_pos is not None:
+                self._object_pos.fill(0.0)
+                inputs.object_pos = None  # a term that needs it raises a clear error in the builder
         else:
             np.copyto(self._object_pos[0], object_pos)
-            self._inputs.object_pos = self._object_pos
+            inputs.object_pos = self._object_pos
 
-        obs = self._builder.compute(self._inputs)  # uses the previous action: that is what last_action means
+        obs = self._builder.compute(inputs)  # uses the previous action: that is what last_action means
         self.last_obs = obs
         raw_action = self.policy.act(obs)
         if self._chunks is not None:
             raw_action = self._chunks.step(raw_action)
-        self._last_action[0] = raw_action
+        np.copyto(self.last_raw_action, raw_action)
         if self._all_policy:
-            np.copyto(self._output.q_target, self.action.decode(self.last_raw_action, self._default_q))
-        else:
-            self._output.q_target[self._policy_idx] = self.action.decode(self.last_raw_action, self._default_q)
+            self.action.decode_into(self.last_raw_action, self._default_q, self._output.q_target)
+        else:  # the policy joints' targets, scattered among the held joints' default ones
+            self.action.decode_into(self.last_raw_action, self._default_q, self._policy_target)
+            self._output.q_target[self._policy_idx] = self._policy_target
         self.ticks += 1
         return self._output
 

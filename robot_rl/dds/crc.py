@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 
+import numpy as np
+
 from robot_rl.dds import CYCLONEDDS_MISSING
 
 try:
@@ -46,6 +48,7 @@ _PRIMITIVES = {
     "uint32": ("I", 4), "int32": ("i", 4), "float32": ("f", 4),
 }
 _BITREV8 = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+BITREV8_TABLE = np.frombuffer(_BITREV8, dtype=np.uint8)  # the same table, for np.take
 assert array("I").itemsize == 4, "array('I') must hold 32-bit words on this platform"
 
 # A flatten step appends one struct's values (in struct.pack order) to a list.
@@ -313,7 +316,13 @@ def crc32_core(words: bytes) -> int:
     swapped = array("I")
     swapped.frombytes(words)
     swapped.byteswap()
-    reflected = zlib.crc32(swapped.tobytes().translate(_BITREV8)) ^ 0xFFFFFFFF
+    return crc32_of_prepared(swapped.tobytes().translate(_BITREV8))
+
+
+def crc32_of_prepared(prepared: bytes | np.ndarray) -> int:
+    """:func:`crc32_core` of words already byte-swapped and bit-reversed byte by byte (the codec's gather
+    produces them that way: robot_rl.dds.codec)."""
+    reflected = zlib.crc32(prepared) ^ 0xFFFFFFFF
     return int.from_bytes(reflected.to_bytes(4, "little").translate(_BITREV8), "big")
 
 

@@ -58,9 +58,10 @@ from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand
 from robot_rl.core.validate import in_range, non_negative, positive
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
-from robot_rl.dds.crc import crc_ok, with_crc
+from robot_rl.dds.cyclone_private import delete_entities, take_serialized, write_serialized
 from robot_rl.hardware.faults import FaultConfig
-from robot_rl.hardware.unitree_dds import MotorSlotMap, delete_entities, serialize_for, write_serialized
+from robot_rl.hardware.unitree_dds import MotorSlotMap, quat_to_rpy
+from robot_rl.hardware.unitree_wire import CommandDecoder, StateEncoder
 from robot_rl.robots.mujoco_model import build_mujoco_model
 from robot_rl.robots.spec import RobotSpec, load_robot
 
@@ -134,9 +135,8 @@ class SimBridge:
         self.data.ctrl[:] = 0.0  # passive: zero torque until the first good LowCmd
         self.status = SimBridgeStatus_()
         self.status_every = max(1, round(status_period_s / self.period_s))
-        self._state_msg = self.slot_map.family.default_low_state()
-        if self.slot_map.is_hg:
-            self._state_msg.mode_machine = mode_machine
+        self._state_encoder = StateEncoder(self.slot_map, mode_machine)
+        self._command_decoder = CommandDecoder(self.slot_map)
         self._pending: deque[tuple[float, bytes]] = deque()  # (release sim time, serialized LowState)
         self._frozen_bytes: bytes | None = None
         self._stop = threading.Event()
@@ -173,25 +173,25 @@ class SimBridge:
         """Execute the newest executable LowCmd, as the firmware would (frames in arrival order)."""
         s, faults = self.status, self.faults
         newest: JointCommand | None = None
-        for msg in self._cmd_reader.take(N=16):
-            if not msg.sample_info.valid_data:  # a controller went away: no data, only an instance state
-                continue
+        decoder = self._command_decoder
+        for data in take_serialized(self._cmd_reader, 16):  # samples with data (not a controller's goodbye)
             if self.commands_cut:
                 s.commands_lost += 1
                 continue
             index = s.commands_received
             s.commands_received += 1
+            decoder.load(data)
             if faults.corrupt_command(index):
-                msg.crc ^= 0x00010000  # one flipped bit on the "wire"
-            if not crc_ok(msg):
+                decoder.corrupt_crc()  # one flipped bit on the "wire"
+            if not decoder.crc_ok():
                 s.commands_bad_crc += 1
                 continue
-            command = self.slot_map.decode_command(msg)
-            if command is None or (self.slot_map.is_hg and msg.mode_machine != self.mode_machine):
+            command = decoder.command()
+            if command is None or (self.slot_map.is_hg and decoder.mode_machine != self.mode_machine):
                 s.commands_rejected += 1
                 continue
             newest = command
-            s.last_command_reserve = msg.reserve[0] if self.slot_map.is_hg else msg.reserve
+            s.last_command_reserve = decoder.tag
         if newest is not None:
             self.robot.apply_command(self.data, newest)
             s.commands_applied += 1
@@ -214,12 +214,8 @@ class SimBridge:
             data = self._frozen_bytes
         else:
             state = self.robot.read_state(self.data)
-            msg = self._state_msg
-            self.slot_map.encode_state(state, msg, tick)
-            with_crc(msg)
-            if faults.corrupt_state_crc:
-                msg.crc ^= 0x00010000
-            data = serialize_for(self._state_writer, msg)
+            data = self._state_encoder.encode(state, tick, quat_to_rpy(state.base_quat.tolist()),
+                                              corrupt_crc=faults.corrupt_state_crc)
             if faults.frozen(t):
                 self._frozen_bytes = data
                 s.frozen = 1

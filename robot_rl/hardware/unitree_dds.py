@@ -7,21 +7,21 @@ and ``unitree_hg`` (G1, H1-2) message families. Motor slots are mapped to the sp
 Reading and writing (the control loop never waits on DDS):
 
 - ``read()`` takes the newest ``LowState`` from the DDS reader's cache (keep-last 1, a non-blocking
-  ``take``), drops it if its CRC is wrong (counted), converts it and returns it; when nothing new has
-  arrived it returns the last state again, however old: staleness is the safety chain's job
-  (``tick`` / ``timestamp``). Only the sample read is deserialized (≈ 270 µs in Python), not all 500 per
-  second: a receive thread doing that would burn ≈ 13 % of a core and contend for the GIL with the
-  control thread. ``timestamp`` is ``time.monotonic()`` when the sample was taken: the arrival time for
-  ``wait_for_state()``, at most one hardware period (2 ms) after arrival for a loop that calls
+  ``take`` of the serialized sample), drops it if its CRC is wrong (counted), decodes it and returns it; when
+  nothing new has arrived it returns the last state again, however old: staleness is the safety chain's job
+  (``tick`` / ``timestamp``). Decoding is the struct codec (``robot_rl.hardware.unitree_wire``: ≈ 8 µs with
+  the CRC check, against ≈ 250 µs for Cyclone's Python IDL classes), and only the sample read is decoded,
+  not all 500 per second. ``timestamp`` is ``time.monotonic()`` when the sample was taken: the arrival time
+  for ``wait_for_state()``, at most one hardware period (2 ms) after arrival for a loop that calls
   ``read()`` while states flow. ``read()`` / ``wait_for_state()`` belong to one control thread.
-- ``write()`` builds the ``LowCmd`` (CRC set, floats rounded to float32 as on the wire), serializes it
-  once, publishes it immediately and stores the bytes; a re-publish thread sends the latest bytes every
+- ``write()`` builds the serialized ``LowCmd`` (CRC set, floats rounded to float32 as on the wire) once,
+  publishes it immediately and stores the bytes; a re-publish thread sends the latest bytes every
   ``spec.timing.hardware_period_s`` (500 Hz) on fixed deadlines, as the firmware expects a steady
-  stream. It skips a deadline when ``write()`` published less than half a period before. Serializing a
-  ``LowCmd`` in Python costs ≈ 180 µs; re-sending the stored bytes costs only the DDS write. (Python
-  (de)serialization costs: benchmarks/results/RESULTS_dds_latency.md.) With ``max_command_age_s`` it stops
-  re-sending a command that ``write()`` has not renewed for that long: a hung control loop then goes
-  silent on ``rt/lowcmd`` instead of being hidden by this thread, and the supervisor
+  stream. It skips a deadline when ``write()`` published less than half a period before. Encoding goes
+  through the struct codec (≈ 18 µs with the CRC, against ≈ 180 µs for the IDL classes: figures in
+  benchmarks/results/RESULTS_dds_latency.md); re-sending the stored bytes costs only the DDS write. With
+  ``max_command_age_s`` it stops re-sending a command that ``write()`` has not renewed for that long: a hung
+  control loop then goes silent on ``rt/lowcmd`` instead of being hidden by this thread, and the supervisor
   (``robot_rl.control.supervisor``), which watches that stream, damps the robot.
 
 QoS: ``LowState`` is read best-effort, keep-last 1 (only the newest state matters; best-effort matches
@@ -58,13 +58,12 @@ from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.dds import CYCLONEDDS_MISSING, LOOPBACK_INTERFACES, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_go as go
 from robot_rl.dds import unitree_hg as hg
-from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.dds.cyclone_private import (
     delete_entities,
-    serialize_for,
-    use_version_2,
+    take_serialized,
     write_serialized,
 )
+from robot_rl.hardware.unitree_wire import CommandEncoder, StateDecoder, wire_values
 from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec
 from robot_rl.typed_yaml import ConfigError
 
@@ -85,7 +84,6 @@ STATE_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(1))
 COMMAND_QOS = Qos(Policy.Reliability.Reliable(duration(milliseconds=100)), Policy.History.KeepLast(1))
 # unitree_go's "ignore this target" sentinels; anything this large is treated as one.
 _POS_STOP_MIN, _VEL_STOP_MIN = 0.5 * go.POS_STOP_F, 0.5 * go.VEL_STOP_F
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 class RobotConnectionError(RobotRLError, ConnectionError):
@@ -115,8 +113,9 @@ def connection_hints(network_interface: str, release_step: str = "none") -> str:
 
 @dataclass(frozen=True, eq=False)
 class MotorSlotMap:
-    """Spec joints ↔ motor slots of one message family, by joint name. Used by the robot interface and,
-    in the other direction (commands in, states out), by the sim bridge."""
+    """Spec joints ↔ motor slots of one message family, by joint name. Its message methods work on Cyclone's
+    IDL objects: the readable definition of the mapping, which the struct-codec hot path of the robot
+    interface and the sim bridge (``robot_rl.hardware.unitree_wire``) is tested against."""
 
     spec: RobotSpec
     family: ModuleType
@@ -156,29 +155,14 @@ class MotorSlotMap:
 
     def encode_command(self, command: JointCommand, msg: object) -> JointCommand:
         """Write ``command`` into the spec slots of ``msg``; returns it as the wire carries it (float32)."""
-        n = self.spec.num_joints
-        fields = {"q_target": command.q_target, "dq_target": command.dq_target, "kp": command.kp,
-                  "kd": command.kd, "tau_ff": command.tau_ff}
-        wire = {}
-        for name, values in fields.items():
-            values = np.asarray(values, dtype=np.float64)
-            if values.shape != (n,):
-                raise ValueError(f"JointCommand.{name} has shape {values.shape}, robot {self.spec.name!r} "
-                                 f"has {n} joints")
-            bad = ~(np.isfinite(values) & (np.abs(values) <= _F32_MAX))
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise ValueError(f"JointCommand.{name}[{i}] ({self.spec.joint_names[i]}) = {float(values[i])!r} "
-                                 "is not a finite float32; refusing to send it to the motors")
-            wire[name] = values.astype(np.float32)
+        q, dq, tau, kp, kd = wire_values(self.spec, command)
         mode = hg.MOTOR_ENABLE if self.is_hg else go.MOTOR_MODE_SERVO
         motors = msg.motor_cmd
-        for i, (q, dq, tau, kp, kd) in enumerate(zip(*(wire[k].tolist() for k in
-                                                        ("q_target", "dq_target", "tau_ff", "kp", "kd")),
-                                                      strict=True)):
+        for i, values in enumerate(zip(q.tolist(), dq.tolist(), tau.tolist(), kp.tolist(), kd.tolist(), strict=True)):
             motor = motors[self.slots[i]]
-            motor.mode, motor.q, motor.dq, motor.tau, motor.kp, motor.kd = mode, q, dq, tau, kp, kd
-        return JointCommand(*(wire[k].astype(np.float64) for k in fields))
+            motor.mode = mode
+            motor.q, motor.dq, motor.tau, motor.kp, motor.kd = values
+        return JointCommand(*(w.astype(np.float64) for w in (q, dq, kp, kd, tau)))
 
     def decode_state(self, msg: object, timestamp: float) -> RobotState:
         motors = msg.motor_state
@@ -294,11 +278,11 @@ class UnitreeDdsRobot:
         participant = make_participant(self.domain_id, self.network_interface)
         self._reader = DataReader(participant, Topic(participant, TOPIC_LOWSTATE, family.LowState_), qos=STATE_QOS)
         self._writer = DataWriter(participant, Topic(participant, TOPIC_LOWCMD, family.LowCmd_), qos=COMMAND_QOS)
-        self._version_2 = use_version_2(self._writer)
         self._waitset = WaitSet(participant)
         self._waitset.attach(ReadCondition(self._reader, SampleState.Any | ViewState.Any | InstanceState.Any))
         self._entities = [self._waitset, self._reader, self._writer, participant]
-        self._command_msg = self.slot_map.blank_command()
+        self._encoder = CommandEncoder(self.slot_map)
+        self._decoder = StateDecoder(self.slot_map)
         self._stop.clear()
         self._republisher = threading.Thread(target=self._republish, daemon=True, name="unitree-dds-republish")
         self._republisher.start()
@@ -343,17 +327,10 @@ class UnitreeDdsRobot:
         if self._writer is None:
             raise RuntimeError("UnitreeDdsRobot.write() before connect() (or after close())")
         with self._write_lock:
-            msg = self._command_msg
-            sent = self.slot_map.encode_command(command, msg)
             tag = self._last_read_tick & 0xFFFFFFFF if self.tag_state_tick else 0
-            if self.slot_map.is_hg:
-                msg.mode_machine, msg.mode_pr = self._mode_machine, hg.MODE_PR
-                msg.reserve[0] = tag
-            else:
-                msg.reserve = tag
-            data = serialize_for(self._writer, with_crc(msg), self._version_2)
+            data, sent = self._encoder.encode(command, tag=tag, mode_machine=self._mode_machine)
             self._command_bytes = data
-            write_serialized(self._writer, data, msg)
+            write_serialized(self._writer, data)
             self._last_publish = self._last_write = time.perf_counter()
             self.commands_written += 1
         return sent
@@ -388,16 +365,15 @@ class UnitreeDdsRobot:
     def _take_newest(self) -> bool:
         """Take the newest sample from the reader's cache; True when it was a new good state."""
         got = False
-        for msg in self._reader.take(N=1):  # keep-last 1: the newest state only
+        for data in take_serialized(self._reader, 1):  # keep-last 1: the newest state only (with data)
             taken = time.monotonic()
-            if not msg.sample_info.valid_data:  # a writer went away: no data, only an instance state
-                continue
-            if not crc_ok(msg):
+            decoder = self._decoder
+            if not decoder.load(data):
                 self.state_crc_errors += 1
                 continue
             if self.slot_map.is_hg:
-                self._mode_machine = int(msg.mode_machine)
-            self._latest = self.slot_map.decode_state(msg, taken)
+                self._mode_machine = decoder.mode_machine
+            self._latest = decoder.state(taken)
             self.states_received += 1
             got = True
         return got
@@ -418,6 +394,6 @@ class UnitreeDdsRobot:
                 # Read under the lock: bytes taken before it could be older than a write() that got the lock
                 # first, and re-sending them after it would put the previous command back in force (a policy
                 # target after the first damping frame).
-                write_serialized(self._writer, self._command_bytes, self._command_msg)
+                write_serialized(self._writer, self._command_bytes)
             self._last_publish = tick.wake
             self.commands_republished += 1

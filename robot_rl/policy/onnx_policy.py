@@ -244,6 +244,7 @@ class OnnxPolicy:
         self.chunk_length = contract.chunk.length if contract.chunk is not None else None
         out_shape = (1, self.num_actions) if self.chunk_length is None else (1, self.chunk_length, self.num_actions)
         self._action_buffer = np.zeros(out_shape, dtype=np.float32)
+        self._action = self._action_buffer[0]  # what act() returns (one view, made once)
         self._binding = session.io_binding()
         self._binding.bind_input(self._input_name, "cpu", 0, np.float32, list(self._obs_shape),
                                  self._obs_buffer.ctypes.data)
@@ -290,7 +291,7 @@ class OnnxPolicy:
         self.session.run_with_iobinding(self._binding)
         for buf_in, buf_out in self._states:
             np.copyto(buf_in, buf_out)
-        return self._action_buffer[0]
+        return self._action
 
     def act_batch(self, obs: np.ndarray) -> np.ndarray:
         """(N, obs_dim) → (N, num_actions) (chunks: (N, length, num_actions)), for evaluating many envs at once

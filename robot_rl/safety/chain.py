@@ -38,6 +38,7 @@ from robot_rl.safety.filters import (
     velocity_aware_bounds,
     velocity_aware_limit,
 )
+from robot_rl.safety.quiet_tick import QuietTickCheck
 
 
 # NamedTuples rather than frozen dataclasses: both are rebuilt on every tick, and a NamedTuple is several
@@ -63,22 +64,38 @@ def damping_command(limits: SafetyLimits) -> JointCommand:
     return JointCommand.damping(limits.num_joints, limits.damping_kd)
 
 
+_NO_EVENTS: tuple[SafetyEvent, ...] = ()
+
+
 def chain_step(
     limits: SafetyLimits, filter_state: FilterState, state: RobotState, proposed: JointCommand, now: float,
     *, action: np.ndarray | None = None, missed_deadlines: int = 0,
+    quiet: QuietTickCheck | None = None, reference_out: np.ndarray | None = None,
 ) -> tuple[SafetyOutput, FilterState]:
     """One tick of the chain, pure.
 
     ``now``: the tick's time (s, same clock every call; the scheduled deadline is best). ``action``: the
     policy's raw output, checked for NaN/inf. ``missed_deadlines``: deadlines passed since the previous
     tick (see :func:`robot_rl.safety.filters.missed_deadlines`).
+
+    ``quiet`` and ``reference_out`` (both or neither; :class:`SafetyChain` passes them) make the common tick
+    cheap without changing any result: ``quiet`` first checks in a few numpy calls that no motion filter
+    would act (:mod:`robot_rl.safety.quiet_tick`), and the filters run only when it cannot tell; the new
+    rate-limit reference is then written into ``reference_out``, which must not be ``filter_state.reference``
+    (the caller owns it and alternates two). Without them every filter runs and the reference is a new array.
     """
     if filter_state.fault:
-        return SafetyOutput(damping_command(limits), (), True), filter_state
-    fault = check_finite(state, proposed, limits.num_joints, action, limits.joint_names)
-    if fault is not None:
-        return SafetyOutput(damping_command(limits), (fault,), True), filter_state._replace(fault=(fault,))
+        return SafetyOutput(damping_command(limits), _NO_EVENTS, True), filter_state
+    if quiet is None or not quiet.all_finite(state, proposed, action):
+        fault = check_finite(state, proposed, limits.num_joints, action, limits.joint_names)
+        if fault is not None:
+            return SafetyOutput(damping_command(limits), (fault,), True), filter_state._replace(fault=(fault,))
 
+    if quiet is not None and reference_out is not None and quiet.quiet(filter_state.reference, state, proposed,
+                                                                       reference_out):
+        # No motion filter acts: the command passes as it is; only the fault checks below remain.
+        return _fault_checks(limits, filter_state, state, proposed, now, missed_deadlines, [], proposed,
+                             reference_out)
     events: list[SafetyEvent] = []
     q, dq = state.q, state.dq
     active = proposed.kp > 0
@@ -102,6 +119,20 @@ def chain_step(
     target, ev = torque_limit(target, state, proposed, limits, active, pos_bounds)
     if ev is not None:
         events.append(ev)
+    if target is proposed.q_target:
+        command = proposed
+    else:
+        command = JointCommand(target, proposed.dq_target, proposed.kp, proposed.kd, proposed.tau_ff)
+    # np.where copies, so a caller reusing its command buffers cannot change our reference.
+    return _fault_checks(limits, filter_state, state, proposed, now, missed_deadlines, events, command,
+                         np.where(active, target, q))
+
+
+def _fault_checks(
+    limits: SafetyLimits, filter_state: FilterState, state: RobotState, proposed: JointCommand, now: float,
+    missed_deadlines: int, events: list[SafetyEvent], command: JointCommand, new_reference: np.ndarray,
+) -> tuple[SafetyOutput, FilterState]:
+    """The rest of the chain after the motion filters: tilt, stale state, overrun; then the output."""
     ev = tilt_check(state.base_quat, limits)
     if ev is not None:
         events.append(ev)
@@ -112,17 +143,13 @@ def chain_step(
     if ev is not None:
         events.append(ev)
 
-    faults = tuple(e for e in events if e.fault) if events else ()
+    if not events:
+        return SafetyOutput(command, _NO_EVENTS, False), FilterState(new_reference, stale, consecutive, ())
+    faults = tuple(e for e in events if e.fault)
     if faults:
         new_state = FilterState(filter_state.reference, stale, consecutive, faults)
         return SafetyOutput(damping_command(limits), tuple(events), True), new_state
-    if target is proposed.q_target:
-        command = proposed
-    else:
-        command = JointCommand(target, proposed.dq_target, proposed.kp, proposed.kd, proposed.tau_ff)
-    # np.where copies, so a caller reusing its command buffers cannot change our reference.
-    new_state = FilterState(np.where(active, target, q), stale, consecutive, ())
-    return SafetyOutput(command, tuple(events), False), new_state
+    return SafetyOutput(command, tuple(events), False), FilterState(new_reference, stale, consecutive, ())
 
 
 @dataclass
@@ -175,6 +202,11 @@ class SafetyChain:
         self.limits = limits
         self.filter_state = FilterState()
         self.report = SafetyReport(limits.joint_names)
+        # The quiet-tick shortcut and two reference buffers used in turn: the one filter_state does not hold
+        # receives the next reference, so a tick allocates no arrays. The reference in a FilterState read
+        # from this chain is therefore valid until the next step after the next one (copy it to keep it).
+        self._quiet = QuietTickCheck(limits)
+        self._references = (np.zeros(limits.num_joints), np.zeros(limits.num_joints))
 
     @classmethod
     def from_spec(cls, spec: RobotSpec, action_clip: ActionClip | None = None) -> SafetyChain:
@@ -192,8 +224,11 @@ class SafetyChain:
         self, state: RobotState, proposed: JointCommand, now: float,
         *, action: np.ndarray | None = None, missed_deadlines: int = 0,
     ) -> SafetyOutput:
+        a, b = self._references
+        out = b if self.filter_state.reference is a else a
         output, self.filter_state = chain_step(
-            self.limits, self.filter_state, state, proposed, now, action=action, missed_deadlines=missed_deadlines
+            self.limits, self.filter_state, state, proposed, now, action=action, missed_deadlines=missed_deadlines,
+            quiet=self._quiet, reference_out=out,
         )
         self.report.record(output, missed_deadlines)
         return output

@@ -112,3 +112,47 @@ def test_every_registered_term_has_the_width_it_declares():
     inp = _inputs(3, 7, 2, rng)
     for name, term in OBS_TERMS.items():
         assert term.compute(inp).shape == (3, term.size(7, 2, 7)), name
+
+
+def _reference_observations(layout: ObservationLayout, frames: list[ObsInputs], sizes: list[int]) -> np.ndarray:
+    """The last observation, term by term from OBS_TERMS[...].compute: the definition the builder's
+    preallocated path must reproduce to the bit (history filled with the first frame)."""
+    parts = []
+    for term, size in zip(layout.terms, sizes, strict=True):
+        values = [np.asarray(OBS_TERMS[term.name].compute(f), dtype=np.float64) * term.scale for f in frames]
+        if term.clip is not None:
+            values = [np.clip(v, -term.clip, term.clip) for v in values]
+        h = term.history_length
+        window = ([values[0]] * h + values)[-h:]
+        parts.append(np.concatenate(window, axis=1).reshape(len(values[0]), h * size))
+    return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_the_preallocated_builder_equals_the_term_definitions_to_the_bit(num_envs):
+    layout = ObservationLayout((
+        ObsTerm("base_ang_vel", scale=0.25, history_length=3), ObsTerm("projected_gravity", clip=0.5),
+        ObsTerm("command", scale=2.0), ObsTerm("joint_pos_rel", history_length=2),
+        ObsTerm("joint_vel", scale=0.05, clip=0.3), ObsTerm("last_action"), ObsTerm("object_pos", history_length=4),
+    ))
+    builder = ObservationBuilder(layout, num_envs, 5, 3, 5)
+    rng = np.random.default_rng(26)
+    frames: list[ObsInputs] = []
+    for _ in range(6):
+        frames.append(_inputs(num_envs, 5, 3, rng))
+        frames[-1].base_quat *= rng.uniform(0.9, 1.1)  # not quite unit: the formula, not the rotation
+        got = builder.compute(frames[-1])
+        np.testing.assert_array_equal(got, _reference_observations(layout, frames, builder.sizes))
+    builder.reset()
+    frames = [_inputs(num_envs, 5, 3, rng)]
+    np.testing.assert_array_equal(builder.compute(frames[0]), _reference_observations(layout, frames, builder.sizes))
+
+
+def test_nan_and_inf_pass_through_scale_and_clip_as_before():
+    layout = ObservationLayout((ObsTerm("joint_vel", scale=0.5, clip=1.0), ObsTerm("command")))
+    inp = _inputs(1, 3, 2, np.random.default_rng(5))
+    inp.dq[0] = [np.nan, np.inf, -np.inf]
+    inp.command[0] = [np.nan, np.inf]
+    obs = ObservationBuilder(layout, 1, 3, 2, 3).compute(inp)[0]
+    assert np.isnan(obs[0]) and obs[1] == 1.0 and obs[2] == -1.0  # clipped terms clip inf, keep NaN
+    assert np.isnan(obs[3]) and obs[4] == np.inf  # unclipped terms keep both
