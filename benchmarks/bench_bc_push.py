@@ -47,7 +47,7 @@ from robot_rl.learn.demos import DemoSummary, collect_demos, evaluate_expert, ev
 
 @dataclass(frozen=True)
 class Args:
-    demos: int = 50
+    demos: int = 100  # 50 before issue 29 (RESULTS_bc_push.md: 100 lifts the weakest demo seed 66 → 84 %)
     epochs: int = 200
     chunk: int = 10  # 1: one action per observation, as before issue 29
     # How the controller consumes a chunk (chunk > 1): ACT's temporal ensembling, w_i = exp(−m·i) with i = 0 the

@@ -190,7 +190,7 @@ class DemoSummary:
         return self.expert_successes / max(self.attempts, 1)
 
 
-def collect_demos(task: str = "panda-push", episodes: int = 50, out_dir: str = "runs/demos/panda_push", seed: int = 0,
+def collect_demos(task: str = "panda-push", episodes: int = 100, out_dir: str = "runs/demos/panda_push", seed: int = 0,
                   simulator: SimulatorName = "mujoco", max_attempts_factor: float = 3.0,
                   layouts: Literal["random", "stratified"] = "random",
                   progress: bool = True) -> DemoSummary:
