@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,6 +22,10 @@ from robot_rl.robots.spec import RobotSpec
 VELOCITY_CHANNELS = (("vx", "lin_vel_x", "m/s"), ("vy", "lin_vel_y", "m/s"), ("yaw_rate", "ang_vel_z", "rad/s"))
 RUNNING = "running"
 FAULTED = "damping"  # the gate never stops a run, so damping means the safety chain latched a fault
+
+
+OBJECT_DISTANCE_CHECK = "object distance to goal at the end"
+INTERVENTION_CHECK = "safety interventions per tick"
 
 
 @dataclass(frozen=True)
@@ -323,7 +327,7 @@ def object_goal_checks(run: SimRun, scenario: Scenario, command: np.ndarray, mas
         raise ValueError("an object-goal scenario needs the object's trajectory (SimRun.object_pos)")
     final = float(scenario.goal_distance(run.object_pos[-1], command[-1]))
     start = float(scenario.goal_distance(run.object_pos[0], command[-1]))
-    return {}, {}, (), [Check("object distance to goal at the end", final, config.object_goal_final_error_max_m,
+    return {}, {}, (), [Check(OBJECT_DISTANCE_CHECK, final, config.object_goal_final_error_max_m,
                               "m", f"{100 * start:.1f} cm at the start")]
 
 
@@ -346,11 +350,34 @@ def score_run(run: SimRun, scenario: Scenario, spec: RobotSpec, config: GateConf
     checks = [Check("falls", float(fall.fell), float(config.max_falls), "", fall.cause)]
     tracking, segments, reach, task_checks = GATE_CHECKS[scenario.gate](run, scenario, command, mask, config)
     checks += task_checks
-    checks.append(Check("safety interventions per tick", rate, config.max_intervention_rate, "",
+    checks.append(Check(INTERVENTION_CHECK, rate, config.max_intervention_rate, "",
                         f"{sum(interventions.values())} in {steps} ticks"))
     checks.append(Check("runtime.step p99", timing.step_p99_ms, config.max_step_compute_p99_fraction * period_ms,
                         "ms", f"{config.max_step_compute_p99_fraction:g} of the {period_ms:g} ms period"))
     return SimScore(run.simulator, tuple(checks), tracking, segments, fall, interventions, faults, rate, timing, reach)
+
+
+def layouts_score(first: SimScore, others: list[SimScore], config: GateConfig) -> SimScore:
+    """``first`` (the plotted layout's score) with its distance check replaced by the share of all layouts that
+    end off the goal, its intervention check by the mean rate over all layouts, and a check that no layout fell,
+    faulted or raised (``others``: the further layouts' scores, an error for one that raised)."""
+    layouts = [first, *others]
+    ran = [s for s in layouts if s.error is None]
+    n = len(layouts)
+    off = sum(not any(c.name == OBJECT_DISTANCE_CHECK and c.passed for c in s.checks) for s in layouts)
+    bad = sum(s.error is not None or s.fall.fell or bool(sum(s.faults.values())) for s in layouts)
+    rate = float(np.mean([s.intervention_rate for s in ran])) if ran else float("nan")
+    keep = [c for c in first.checks if c.name not in (OBJECT_DISTANCE_CHECK, INTERVENTION_CHECK)]
+    first_note = next((c.note for c in first.checks if c.name == OBJECT_DISTANCE_CHECK), "")
+    worst = max((s.intervention_rate for s in ran), default=float("nan"))
+    checks = [*keep,
+              Check(f"layouts with the object off the goal (of {n})", off / n, config.object_goal_off_max, "",
+                    f"{n - off}/{n} within {100 * config.object_goal_final_error_max_m:g} cm; layout seed 0: "
+                    f"{first_note}"),
+              Check(f"layouts with a fall, a safety fault or an error (of {n})", float(bad), 0.0, ""),
+              Check(f"{INTERVENTION_CHECK}, mean of {n} layouts", rate, config.max_intervention_rate, "",
+                    f"worst layout {worst:.3f}")]
+    return replace(first, checks=tuple(checks))
 
 
 def verdict(scores: list[SimScore]) -> bool:

@@ -48,7 +48,7 @@ import shlex
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -63,7 +63,7 @@ from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.core.validate import positive
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.scenarios import Scenario, scenario_for
-from robot_rl.evaluation.scoring import Check, SimRun, SimScore, score_run, verdict
+from robot_rl.evaluation.scoring import SimRun, SimScore, layouts_score, score_run, verdict
 from robot_rl.hardware.sim_robot import SimRobot
 from robot_rl.policy.contract import PolicyContract
 from robot_rl.robots.spec import RobotSpec, load_robot
@@ -229,38 +229,18 @@ def evaluate(make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, scenari
     return scores, runs
 
 
-OBJECT_DISTANCE_CHECK = "object distance to goal at the end"
-INTERVENTION_CHECK = "safety interventions per tick"
-
-
 def over_layouts(first: SimScore, make_runtime: Callable[[], DeployRuntime], spec: RobotSpec, simulator: str,
                  scenario: Scenario, config: GateConfig) -> SimScore:
     """An object-goal score over ``config.object_goal_layouts`` layouts: ``first`` (layout seed 0, the run the
-    report plots) and a run for each further seed. Its distance check becomes the share of layouts that end
-    off the goal, its intervention check the rate over all layouts' ticks; a fall or a safety fault on any
-    layout fails the gate."""
-    layouts = [first]
+    report plots) and a run for each further seed, combined by :func:`scoring.layouts_score`."""
+    others = []
     for seed in range(1, config.object_goal_layouts):
         again = scenario.relayout(seed)
         try:
-            layouts.append(score_run(run_simulator(make_runtime, spec, simulator, again), again, spec, config))
-        except Exception as exc:  # scored as a layout off the goal, with a fault
-            layouts.append(SimScore(simulator, error="".join(traceback.format_exception_only(type(exc), exc))))
-    ran = [s for s in layouts if s.error is None]
-    n = len(layouts)
-    off = sum(not any(c.name == OBJECT_DISTANCE_CHECK and c.passed for c in s.checks) for s in layouts)
-    bad = sum(s.error is not None or s.fall.fell or bool(sum(s.faults.values())) for s in layouts)
-    rate = float(np.mean([s.intervention_rate for s in ran])) if ran else float("nan")
-    keep = [c for c in first.checks if c.name not in (OBJECT_DISTANCE_CHECK, INTERVENTION_CHECK)]
-    cm = 100 * config.object_goal_final_error_max_m
-    checks = [*keep,
-              Check(f"layouts with the object off the goal (of {n})", off / n, config.object_goal_off_max, "",
-                    f"{n - off}/{n} within {cm:g} cm; layout seed 0: "
-                    + next((c.note for c in first.checks if c.name == OBJECT_DISTANCE_CHECK), "")),
-              Check(f"layouts with a fall, a safety fault or an error (of {n})", float(bad), 0.0, ""),
-              Check(f"{INTERVENTION_CHECK}, mean of {n} layouts", rate, config.max_intervention_rate, "",
-                    f"worst layout {max((s.intervention_rate for s in ran), default=float('nan')):.3f}")]
-    return replace(first, checks=tuple(checks))
+            others.append(score_run(run_simulator(make_runtime, spec, simulator, again), again, spec, config))
+        except Exception as exc:  # scored as a layout off the goal, with an error
+            others.append(SimScore(simulator, error="".join(traceback.format_exception_only(type(exc), exc))))
+    return layouts_score(first, others, config)
 
 
 def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequence[str] | None = None,
