@@ -17,38 +17,27 @@ from __future__ import annotations
 import dataclasses
 
 from robot_rl.robots.spec import load_robot
-from robot_rl.tasks.a1_velocity import ACTOR_OBS, CRITIC_OBS, PPO, RANDOMIZATION, REWARDS_FLAT
-from robot_rl.tasks.actions import JointPositionAction
+from robot_rl.tasks.a1_velocity import PPO, RANDOMIZATION, a1_flat
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import TaskCfg, TerminationsCfg
-from robot_rl.tasks.terms import velocity_tracking
 
 GO2_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
                            ranges=((-1.0, 1.0), (-0.6, 0.6), (-1.0, 1.0)))
 
 
 def go2_flat() -> TaskCfg:
+    """The A1 recipe on the Go2: its command ranges and its fall height."""
     spec = load_robot("go2")
-    return TaskCfg(
+    return dataclasses.replace(
+        a1_flat(),
         name="go2-flat",
         robot="go2",
-        terms=velocity_tracking(standing_fraction=0.05),
         description="Go2 velocity tracking on flat ground",
-        actor_obs=ACTOR_OBS,
-        critic_obs=CRITIC_OBS,
         commands=GO2_COMMANDS,
-        action=JointPositionAction(scale=0.25, clip=5.0),
-        rewards=REWARDS_FLAT,
         # The Go2's base is 0.32 m up at its default pose; 0.15 m is lying on its belly.
         terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.15,
                                      base_contact=True),
-        randomization=RANDOMIZATION,
-        episode_length_s=20.0,
-        command_resample_s=10.0,
-        ppo=PPO,
-        finetune_lr=1e-3,
-        terrain=None,
     )
 
 
@@ -81,25 +70,20 @@ G1_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, friction_scale=(0.1, 1.25)
 
 
 def g1_flat() -> TaskCfg:
+    """The A1 recipe's observation, action and PPO settings with unitree_rl_gym's G1 commands, rewards,
+    randomization, fall height and network size."""
     spec = load_robot("g1")
-    return TaskCfg(
+    return dataclasses.replace(
+        a1_flat(),
         name="g1-flat",
         robot="g1",
-        terms=velocity_tracking(standing_fraction=0.05),
         description="G1 velocity tracking on flat ground, legs only (waist and arms held)",
-        actor_obs=ACTOR_OBS,
-        critic_obs=CRITIC_OBS,
         commands=G1_COMMANDS,
-        action=JointPositionAction(scale=0.25, clip=5.0),
         rewards=G1_REWARDS,
         # unitree_rl_gym terminates on pelvis contact; the pelvis under 0.4 m is a fall (standing: 0.78 m).
         terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.4,
                                      base_contact=True),
         randomization=G1_RANDOMIZATION,
-        episode_length_s=20.0,
-        command_resample_s=10.0,
         ppo=dataclasses.replace(PPO, actor_hidden_dims=(256, 128, 64), critic_hidden_dims=(256, 128, 64),
                                 max_iterations=10000),
-        finetune_lr=1e-3,
-        terrain=None,
     )
