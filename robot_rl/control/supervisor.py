@@ -18,10 +18,10 @@ controller that speaks ``rt/lowcmd`` (it then watches until Ctrl-C / SIGTERM):
     robot-rl supervise --robot a1 --domain-id 0
 
 Cost: it never deserializes the 500 Hz stream it watches (it takes the raw samples and notes that one
-arrived). ``unitree_hg`` robots (G1, H1-2) drop a command whose ``mode_machine`` is not their own, so the
-damping command carries the one the robot reports: the supervisor also subscribes to ``rt/lowstate`` (keep
-last 1, decoded only at a takeover) and falls back to the controller's last command's value while no state
-has come.
+arrived). A ``unitree_hg`` command (G1, H1-2) echoes the ``mode_machine`` the robot reports, as Unitree's
+examples do (the sim bridge drops any other value, as we assume the firmware does), so the damping command
+carries the robot's own: the supervisor also subscribes to ``rt/lowstate`` (keep last 1, decoded only at a
+takeover) and falls back to the controller's last command's value while no state has come.
 """
 
 from __future__ import annotations
