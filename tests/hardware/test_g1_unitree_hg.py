@@ -128,12 +128,19 @@ def test_supervisor_damps_the_g1_when_its_controller_goes_silent(start_bridge, b
         assert supervisor.wait_matched(10.0)
         watcher.start()
         hold = JointCommand.hold(robot.read().q, G1.kp, G1.kd)
-        for _ in range(25):  # half a second of a 50 Hz loop holding every motor where it is
+        held = None
+        for i in range(200):  # a loop holding every motor where it is, until the bridge applies it (≥ 0.5 s)
             robot.write(hold)
-            time.sleep(G1.timing.policy_period_s)
-        t_hang = time.monotonic()  # the loop stops writing; the robot object and its thread live on
-        held = bridge_status.wait_for(lambda s: s.commands_applied > 100, timeout_s=5.0)
+            t_write = time.monotonic()
+            time.sleep(G1.timing.policy_period_s - 0.01)
+            held = bridge_status.wait_for(lambda s: s.command_kp_max > 0, timeout_s=0.001)  # takes ≈ 10 ms
+            if i >= 25 and held is not None and held.command_kp_max > 0:
+                break
+        _frames(wire)  # the hold so far
+        # The loop stops writing (the robot object and its thread live on): it hangs at the first write it misses.
+        t_hang = t_write + G1.timing.policy_period_s
         assert held.command_damping == 0 and held.command_kp_max == G1.kp.max(), held
+        assert held.commands_rejected == 0 and held.commands_bad_crc == 0, held
         status = bridge_status.wait_for(lambda s: s.command_damping == 1 and s.damping_since_monotonic_s > t_hang,
                                         timeout_s=5.0)
         assert status.command_damping == 1, (status, events)
