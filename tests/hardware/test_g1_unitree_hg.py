@@ -6,6 +6,12 @@ disabled. The supervisor's damping, when the controller goes silent, is such a L
 
 from __future__ import annotations
 
+import json
+import re
+import select
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +21,8 @@ import pytest
 
 from robot_rl.control.controller import PolicyController
 from robot_rl.control.deploy_command import command_age_limit
-from robot_rl.control.supervisor import Supervisor
+from robot_rl.control.supervisor import READY, Supervisor
+from robot_rl.core.loop_timing import fifo_scheduling
 from robot_rl.core.types import JointCommand
 from robot_rl.dds import TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_hg as hg
@@ -24,13 +31,14 @@ from robot_rl.hardware.unitree_dds import MotorSlotMap, UnitreeDdsRobot
 from robot_rl.policy.contract import PolicyContract
 from robot_rl.robots.assets import model_source_missing
 from robot_rl.robots.spec import load_robot
-from robot_rl.safety.supervisor import SupervisorLimits, SupervisorMode
+from robot_rl.safety.supervisor import SupervisorLimits
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 
 CONNECT_TIMEOUT_S = 30.0  # a fresh interpreter imports mujoco and cyclonedds and builds the 29-DoF model first
 MODE_MACHINE = 5  # the 29-DoF G1's variant code, as the bridge reports it
+FIFO_PRIORITY = 10  # the supervisor test's bridge and controller; the supervisor one above (as deploy runs it)
 G1 = load_robot("g1")
 LAYOUT = ObservationLayout((ObsTerm("base_ang_vel"), ObsTerm("projected_gravity"), ObsTerm("command"),
                             ObsTerm("joint_pos_rel"), ObsTerm("joint_vel"), ObsTerm("last_action")))
@@ -106,55 +114,83 @@ def _assert_g1_damping(msg, mode_machine: int) -> None:
     assert {(m.q, m.dq, m.tau, m.kp, m.kd) for m in msg.motor_cmd[29:]} == {(0.0, 0.0, 0.0, 0.0, 0.0)}
 
 
+class StandaloneSupervisor:
+    """``python -m robot_rl.control.supervisor --robot g1`` on its own, as deploy starts it (one SCHED_FIFO level
+    above the loop it guards); its stderr (events, the exit summary) collected on a thread."""
+
+    def __init__(self, domain_id: int) -> None:
+        cmd = [sys.executable, "-m", "robot_rl.control.supervisor", "--robot", "g1", "--domain-id", str(domain_id),
+               "--fifo-priority", str(FIFO_PRIORITY + 1)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.err: list[str] = []
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        return bool(ready) and self.proc.stdout.readline().strip() == READY
+
+    def stop(self) -> dict:
+        """SIGTERM; the summary it prints as it exits (it stops sending, the robot keeps the last command)."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+        time.sleep(0.1)  # the stderr thread reads the last lines
+        found = re.search(r"supervisor exits in \w+: (\{.*\})", "".join(self.err))
+        assert found, self.err
+        return json.loads(found.group(1))
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def test_supervisor_damps_the_g1_when_its_controller_goes_silent(start_bridge, bridge_status, domain) -> None:
     """A controller holds all 29 motors over unitree_hg, then its loop hangs (the process lives on; its
-    re-publish thread stops after the command age limit). The supervisor takes over within 2 × its stale
-    limit, and the bridge applies its damping LowCmd and keeps receiving it: checked on the bridge's side
-    (status: what it applied, nothing rejected for a wrong mode_machine or a bad CRC) and on the wire."""
+    re-publish thread stops after the command age limit). The supervisor, a process of its own, takes over
+    within 2 × its stale limit, and the bridge applies its damping LowCmd and keeps receiving it: checked on
+    the bridge's side (status: what it applied, nothing rejected for a wrong mode_machine or a bad CRC) and
+    on the wire. The bridge and this controller run under SCHED_FIFO, the supervisor one level above, as
+    in the A1's fault tests (tests/hardware/test_deploy_supervisor.py; normal priority where refused)."""
     missing = model_source_missing(G1)
     if missing:
         pytest.skip(f"model source not on this machine: {missing}")
-    start_bridge("--robot", "g1", "--mode-machine", str(MODE_MACHINE), duration_s=60)
     stale_s = SupervisorLimits.from_spec(G1).stale_s  # 100 ms: 5 policy periods
-    supervisor = Supervisor(G1, domain_id=domain)
-    supervisor.open()
-    events: list[str] = []
-    watcher = threading.Thread(target=supervisor.run, kwargs={"on_event": events.append}, daemon=True)
-    wire = _wire_reader(make_participant(domain, "lo"))
-    robot = UnitreeDdsRobot(G1, domain_id=domain, connect_timeout_s=CONNECT_TIMEOUT_S,
-                            max_command_age_s=command_age_limit(G1))
-    try:
-        robot.connect()
-        assert supervisor.wait_matched(10.0)
-        watcher.start()
-        hold = JointCommand.hold(robot.read().q, G1.kp, G1.kd)
-        held = None
-        for i in range(200):  # a loop holding every motor where it is, until the bridge applies it (≥ 0.5 s)
-            robot.write(hold)
-            t_write = time.monotonic()
-            time.sleep(G1.timing.policy_period_s - 0.01)
-            held = bridge_status.wait_for(lambda s: s.command_kp_max > 0, timeout_s=0.001)  # takes ≈ 10 ms
-            if i >= 25 and held is not None and held.command_kp_max > 0:
-                break
-        _frames(wire)  # the hold so far
-        # The loop stops writing (the robot object and its thread live on): it hangs at the first write it misses.
-        t_hang = t_write + G1.timing.policy_period_s
-        assert held.command_damping == 0 and held.command_kp_max == G1.kp.max(), held
-        assert held.commands_rejected == 0 and held.commands_bad_crc == 0, held
-        status = bridge_status.wait_for(lambda s: s.command_damping == 1 and s.damping_since_monotonic_s > t_hang,
-                                        timeout_s=5.0)
-        assert status.command_damping == 1, (status, events)
-        later = bridge_status.wait_for(lambda s: s.last_command_monotonic_s > t_hang + 1.0, timeout_s=5.0)
-        frames = _frames(wire)
-    finally:
-        supervisor.stop()
-        watcher.join(timeout=2)
-        robot.close()
-        supervisor.close()
+    period = G1.timing.policy_period_s
+    with fifo_scheduling(FIFO_PRIORITY):
+        start_bridge("--robot", "g1", "--mode-machine", str(MODE_MACHINE), duration_s=60)
+        wire = _wire_reader(make_participant(domain, "lo"))
+        robot = UnitreeDdsRobot(G1, domain_id=domain, connect_timeout_s=CONNECT_TIMEOUT_S,
+                                max_command_age_s=command_age_limit(G1))
+        supervisor = StandaloneSupervisor(domain)
+        try:
+            robot.connect()
+            assert supervisor.wait_ready(CONNECT_TIMEOUT_S), supervisor.err
+            hold = JointCommand.hold(robot.read().q, G1.kp, G1.kd)
+            held = None
+            for i in range(200):  # a loop holding every motor where it is until the bridge applies it (≥ 0.5 s)
+                robot.write(hold)
+                t_write = time.monotonic()
+                time.sleep(period - 0.01)
+                held = bridge_status.wait_for(lambda s: s.command_kp_max > 0, timeout_s=0.001)  # takes ≈ 10 ms
+                if i >= 25 and held is not None and held.command_kp_max > 0:
+                    break
+            _frames(wire)  # the hold so far
+            t_hang = t_write + period  # the loop stops writing (its robot object lives on): the first write missed
+            assert held.command_damping == 0 and held.command_kp_max == G1.kp.max(), held
+            assert held.commands_rejected == 0 and held.commands_bad_crc == 0, held
+            status = bridge_status.wait_for(lambda s: s.command_damping == 1 and s.damping_since_monotonic_s > t_hang,
+                                            timeout_s=5.0)
+            assert status.command_damping == 1, (status, supervisor.err)
+            later = bridge_status.wait_for(lambda s: s.last_command_monotonic_s > t_hang + 1.0, timeout_s=5.0)
+            frames = _frames(wire)
+            summary = supervisor.stop()
+        finally:
+            supervisor.kill()
+            robot.close()
     latency = status.damping_since_monotonic_s - t_hang
     assert latency < 2 * stale_s, f"damped {1e3 * latency:.0f} ms after the controller went silent"
-    assert supervisor.state.mode is SupervisorMode.DAMPING and supervisor.state.takeovers == 1, events
-    assert supervisor.robot_mode_machine == MODE_MACHINE  # read from the bridge's LowState
+    assert "taking over with damping" in "".join(supervisor.err)
+    assert summary["mode"] == "damping" and summary["takeovers"] == 1 and summary["damping_sent"] > 100, summary
     # The bridge's side: it applied the damping (kp 0, kd = damping_kd on every joint, mode_pr PR, the unused
     # slots off), rejected nothing (mode_machine right, values finite) and saw no bad CRC; it still does.
     for s in (status, later):
