@@ -1,7 +1,11 @@
 """The deploy loop: read → runtime.step → write, once per policy period, against any RobotInterface.
 
 Real time: fixed deadlines from :class:`RateLoop` (sleep, then spin the last part of the period), garbage
-collection paused, missed deadlines counted and handed to the safety chain's overrun watchdog.
+collection paused, missed deadlines counted and handed to the safety chain's overrun watchdog. The watchdog
+looks once more just before the write: a tick that stalled between its read and its write (SIGSTOP, swap,
+a blocking call) past the overrun limit sends damping instead of the command it computed before the stall
+(``DeployRuntime.check_late``); without that, a policy command seconds old would go out first and the
+fault would only come on the next tick.
 Lockstep (simulated robots only): no waiting; the robot's ``write`` advances the simulation one period and
 ``now`` is simulated time, so a run is deterministic and as fast as the CPU allows.
 
@@ -25,6 +29,7 @@ import numpy as np
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotInterface, RobotState
+from robot_rl.safety import missed_deadlines
 
 if TYPE_CHECKING:
     from robot_rl.data.mcap_log import DeployLogWriter
@@ -157,6 +162,10 @@ def run_loop(
                 runtime.set_command(_command_at(commands, t, zero_command))
             state = robot.read()
             result = runtime.step(state, now, missed_deadlines=missed)
+            if loop is not None:
+                late = time.perf_counter() - now  # the loop's clock; `now` is this tick's deadline
+                if late > period:  # a later deadline passed while this tick ran: may its command still go?
+                    result = runtime.check_late(result, state, now, missed_deadlines(late, period))
             sent = robot.write(result.command)
             if log is not None:
                 _log_tick(log, k, state, result, sent, now if loop is not None else None, lateness, wake, missed)

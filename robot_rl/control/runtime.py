@@ -12,6 +12,9 @@ Per step:
     RUNNING         → controller (observation → policy → targets)
     other modes     → the state machine's command (passive, ramp interpolation, damping)
     every command   → safety chain (finite check, limits, watchdogs); a fault → DAMPING, latched
+
+A real-time loop also calls :meth:`check_late` between ``step`` and its write when a deadline passed
+meanwhile: a tick stalled past the overrun limit sends damping, never its own (late) command.
 """
 
 from __future__ import annotations
@@ -179,6 +182,18 @@ class DeployRuntime:
             self._event(ControllerEvent.FAULT, now, state)
         self.steps += 1
         return StepResult(out.command, proposed, self.state.mode, out.events)
+
+    def check_late(self, result: StepResult, state: RobotState, now: float, missed_in_tick: int) -> StepResult:
+        """Just before ``result`` (this tick's :meth:`step`, for ``state`` at ``now``) is sent, when
+        ``missed_in_tick`` deadlines have passed since: past the overrun limit its command is not sent. The
+        chain's overrun fault latches (counted, its event added to the result's), the mode goes to DAMPING as
+        on any fault, and the result carries the damping command. Otherwise ``result`` itself."""
+        out = self.chain.check_late(missed_in_tick)
+        if out is None:
+            return result
+        if self.state.mode is not ControllerMode.DAMPING:
+            self._event(ControllerEvent.FAULT, now, state)
+        return StepResult(out.command, result.proposed, self.state.mode, result.events + out.events)
 
     def _apply_pending(self, state: RobotState, now: float) -> None:
         with self._lock:

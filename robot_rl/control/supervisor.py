@@ -18,7 +18,10 @@ controller that speaks ``rt/lowcmd`` (it then watches until Ctrl-C / SIGTERM):
     robot-rl supervise --robot a1 --domain-id 0
 
 Cost: it never deserializes the 500 Hz stream it watches (it takes the raw samples and notes that one
-arrived); for ``unitree_hg`` robots it decodes one command at the takeover, to echo ``mode_machine``.
+arrived). A ``unitree_hg`` command (G1, H1-2) echoes the ``mode_machine`` the robot reports, as Unitree's
+examples do (the sim bridge drops any other value, as we assume the firmware does), so the damping command
+carries the robot's own: the supervisor also subscribes to ``rt/lowstate`` (keep last 1, decoded only at a
+takeover) and falls back to the controller's last command's value while no state has come.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from collections.abc import Callable
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.core.types import JointCommand
-from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, make_participant
+from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.dds.cyclone_private import delete_entities, serialize_for, take_serialized, write_serialized
 from robot_rl.hardware.unitree_dds import COMMAND_QOS, MotorSlotMap, connection_hints
+from robot_rl.hardware.unitree_wire import StateDecoder
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.supervisor import (
     SupervisorInput,
@@ -64,6 +68,7 @@ RELEASE = "release"
 # Best-effort keep-last 1 matches reliable and best-effort writers; IgnoreLocal: our own damping frames must
 # not look like a controller that is alive.
 WATCH_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(1), Policy.IgnoreLocal.Participant)
+STATE_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(1))  # the robot's newest LowState only
 
 
 class SupervisorError(RobotRLError, RuntimeError):
@@ -119,6 +124,8 @@ class Supervisor:
         self._damping: bytes | None = None
         self._damping_msg: object | None = None
         self._newest_damping: tuple[bytes, bool] | None = None  # (the sample it was decoded from, result)
+        self._state_reader: DataReader | None = None  # unitree_hg: rt/lowstate, for the robot's mode_machine
+        self.robot_mode_machine: int | None = None  # as the robot's newest good LowState reported it
 
     def describe(self) -> str:
         return (f"supervisor: robot {self.spec.name}, DDS domain {self.domain_id} on {self.network_interface}, "
@@ -132,10 +139,14 @@ class Supervisor:
         self._reader = DataReader(dp, topic, qos=WATCH_QOS)
         self._writer = DataWriter(dp, topic, qos=COMMAND_QOS)
         self._entities = [self._reader, self._writer, dp]
+        if self.slot_map.is_hg:
+            self._state_reader = DataReader(dp, Topic(dp, TOPIC_LOWSTATE, family.LowState_), qos=STATE_QOS)
+            self._state_decoder = StateDecoder(self.slot_map)
+            self._entities.insert(0, self._state_reader)
 
     def close(self) -> None:
         entities, self._entities = self._entities, []
-        self._reader = self._writer = None
+        self._reader = self._writer = self._state_reader = None
         delete_entities(entities)
 
     def stop(self) -> None:
@@ -157,14 +168,26 @@ class Supervisor:
             self._newest, got = data, True
         return got
 
+    def mode_machine(self) -> int:
+        """unitree_hg: the ``mode_machine`` to echo, as the robot's newest LowState with a good CRC reports
+        it; before any such state, the newest controller command's (it echoed the robot's), else 0."""
+        for data in take_serialized(self._state_reader, 1):
+            if self._state_decoder.load(data):
+                self.robot_mode_machine = self._state_decoder.mode_machine
+        if self.robot_mode_machine is not None:
+            return self.robot_mode_machine
+        if self._newest is not None:
+            return int(self.slot_map.family.LowCmd_.deserialize(self._newest).mode_machine)
+        return 0
+
     def damping_bytes(self) -> bytes:
-        """The damping LowCmd as the controller itself would send it (CRC set); unitree_hg echoes the
-        ``mode_machine`` of the newest controller command."""
+        """The damping LowCmd as the controller itself would send it (CRC set): kp 0 and the spec's
+        ``damping_kd`` on every spec joint's slot, the other slots passive; unitree_hg: ``mode_pr`` as
+        Unitree's examples (PR) and the robot's ``mode_machine`` (:meth:`mode_machine`)."""
         msg = self.slot_map.blank_command()
         self.slot_map.encode_command(JointCommand.damping(self.spec.num_joints, self.spec.safety.damping_kd), msg)
         if self.slot_map.is_hg:
-            seen = self.slot_map.family.LowCmd_.deserialize(self._newest) if self._newest is not None else None
-            msg.mode_machine, msg.mode_pr = (seen.mode_machine if seen is not None else 0), hg.MODE_PR
+            msg.mode_machine, msg.mode_pr = self.mode_machine(), hg.MODE_PR
         self._damping_msg = msg  # what the bytes encode (the public-API write path sends the message)
         return serialize_for(self._writer, with_crc(msg))
 
@@ -192,7 +215,7 @@ class Supervisor:
         decision = supervise_step(self.limits, self.state, inp)
         if decision.send_damping:
             if self._damping is None or self.state.mode is not SupervisorMode.DAMPING:
-                self._damping = self.damping_bytes()  # at each takeover: hg's mode_machine may have changed
+                self._damping = self.damping_bytes()  # at each takeover: the robot (hg's mode_machine) may have changed
             write_serialized(self._writer, self._damping, self._damping_msg)
             self.damping_sent += 1
         self.state = decision.state

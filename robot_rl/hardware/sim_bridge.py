@@ -27,7 +27,8 @@ counters (commands received / applied / rejected for a bad CRC, states dropped, 
 (sim ground truth). Real firmware has no such topic and the runtime never reads it; tests and people do.
 Frames with a wrong ``mode_machine`` (unitree_hg) are dropped too: we assume the firmware ignores them,
 which is why the SDK examples echo the robot's value. The status also says what the command in force is
-(its largest kp, whether it is damping: kp 0 and kd > 0 on every joint) and since when
+(its largest kp, its smallest and largest kd, whether it is damping: kp 0 and kd > 0 on every joint; for
+unitree_hg its mode_pr and how many unused motor slots it enables) and since when
 (``damping_since_monotonic_s``, the ``time.monotonic()`` of the bridge tick that first applied it, so a
 test or benchmark can time a takeover to the bridge tick, 2 ms, though the status comes at 10 Hz).
 
@@ -111,6 +112,10 @@ class SimBridgeStatus_(idl.IdlStruct, typename="robot_rl.msg.dds_.SimBridgeStatu
     last_command_monotonic_s: types.float64 = 0.0  # time.monotonic() of the newest good command taken
     link_down: types.uint8 = 0  # link outage: bit 0 no states out (SIGUSR1, SIGUSR2), bit 1 commands lost (SIGUSR1)
     commands_lost: types.uint64 = 0  # commands discarded while the link was down
+    command_kd_min: types.float64 = 0.0  # smallest and largest kd of the command in force (damping: damping_kd)
+    command_kd_max: types.float64 = 0.0
+    command_mode_pr: types.uint8 = 0  # unitree_hg: mode_pr of the command in force (0 = PR, as Unitree's examples)
+    command_unused_enabled: types.uint8 = 0  # unitree_hg: motor slots driving no joint that it enables
 
 
 class SimBridge:
@@ -192,12 +197,15 @@ class SimBridge:
                 continue
             newest = command
             s.last_command_reserve = decoder.tag
+            mode_pr, unused_enabled = decoder.mode_pr, decoder.unused_enabled()
         if newest is not None:
             self.robot.apply_command(self.data, newest)
             s.commands_applied += 1
             s.command_active = 1
             s.last_command_monotonic_s = now = time.monotonic()
             s.command_kp_max = float(newest.kp.max())
+            s.command_kd_min, s.command_kd_max = float(newest.kd.min()), float(newest.kd.max())
+            s.command_mode_pr, s.command_unused_enabled = mode_pr, unused_enabled
             damping = not newest.kp.any() and bool((newest.kd > 0).all())
             if damping and not s.command_damping:
                 s.damping_since_monotonic_s = now

@@ -386,11 +386,14 @@ class UnitreeDdsRobot:
                 return
             if self._command_bytes is None or tick.wake - self._last_publish < half:
                 continue
-            if tick.wake - self._last_write > self.max_command_age_s:
-                continue  # the control loop stopped writing: let the stream stop with it
             with self._write_lock:
                 if self._writer is None:
                     return
+                # The control loop stopped writing: let the stream stop with it. On a fresh clock, under the
+                # lock: a process stopped (SIGSTOP) after this thread woke must not, once resumed, re-send a
+                # command its loop could not renew meanwhile.
+                if time.perf_counter() - self._last_write > self.max_command_age_s:
+                    continue
                 # Read under the lock: bytes taken before it could be older than a write() that got the lock
                 # first, and re-sending them after it would put the previous command back in force (a policy
                 # target after the first damping frame).

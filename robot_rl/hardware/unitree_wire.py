@@ -124,6 +124,9 @@ class CommandDecoder:
         reserve = self.codec.view("reserve")
         self._tag = reserve[0:1] if slot_map.is_hg else reserve
         self._mode_machine = self.codec.view("mode_machine") if slot_map.is_hg else None
+        self._mode_pr = self.codec.view("mode_pr") if slot_map.is_hg else None
+        self._unused_modes = tuple(self.codec.view(f"motor_cmd[{s}].mode") for s in slot_map.unused) \
+            if slot_map.is_hg else ()
 
     def load(self, data: bytes) -> None:
         if not self.codec.load(data):
@@ -143,6 +146,15 @@ class CommandDecoder:
     @property
     def mode_machine(self) -> int:
         return int(self._mode_machine) if self._mode_machine is not None else 0
+
+    @property
+    def mode_pr(self) -> int:
+        return int(self._mode_pr) if self._mode_pr is not None else 0
+
+    def unused_enabled(self) -> int:
+        """unitree_hg: how many motor slots that drive no spec joint the loaded command enables (0 for
+        unitree_go, whose SDK default keeps every slot in servo mode with the stop sentinels)."""
+        return sum(int(m) == hg.MOTOR_ENABLE for m in self._unused_modes)
 
     def command(self) -> JointCommand | None:
         slots = self._slots

@@ -7,6 +7,7 @@ from robot_rl.safety.chain import (
     SafetyReport,
     chain_step,
     damping_command,
+    late_check,
 )
 from robot_rl.safety.filters import (
     FILTER_ORDER,
@@ -27,5 +28,6 @@ __all__ = [
     "SafetyReport",
     "chain_step",
     "damping_command",
+    "late_check",
     "missed_deadlines",
 ]

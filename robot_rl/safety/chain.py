@@ -9,6 +9,10 @@ state.
 Order: finite check → action clip → rate limit → soft position limits → velocity-aware position limit →
 torque estimate → tilt → stale state → policy overrun. A fault from any of them latches: from then on
 the output is damping (kp 0, kd = safety.damping_kd) until :meth:`SafetyChain.reset`.
+
+:func:`late_check` runs the overrun watchdog once more between a tick's step and its write (a real-time
+loop calls it when a deadline passed meanwhile): a command whose tick stalled past the overrun limit is
+replaced by damping through the same latch, so it is never sent seconds late.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from robot_rl.safety.filters import (
     StaleWatchdog,
     action_clip,
     check_finite,
+    late_command_check,
     overrun_check,
     position_bounds,
     position_limit,
@@ -152,6 +157,22 @@ def _fault_checks(
     return SafetyOutput(command, tuple(events), False), FilterState(new_reference, stale, consecutive, ())
 
 
+def late_check(limits: SafetyLimits, filter_state: FilterState, missed_in_tick: int
+               ) -> tuple[SafetyOutput | None, FilterState]:
+    """Between a tick's :func:`chain_step` and its write, pure: ``missed_in_tick`` deadlines have passed since
+    the tick's own. Past the overrun limit (with those missed in a row before it): the overrun fault latches
+    and the output is damping, in place of the command the step returned. Otherwise (or with a fault
+    already latched: the step's command is damping) None, and the state is unchanged."""
+    if filter_state.fault:
+        return None, filter_state
+    fault = late_command_check(missed_in_tick, filter_state.consecutive_missed, limits)
+    if fault is None:
+        return None, filter_state
+    new_state = filter_state._replace(consecutive_missed=filter_state.consecutive_missed + missed_in_tick,
+                                      fault=(fault,))
+    return SafetyOutput(damping_command(limits), (fault,), True), new_state
+
+
 @dataclass
 class SafetyReport:
     """Interventions and faults counted per filter (and per joint), for logs and diagnostics."""
@@ -168,6 +189,10 @@ class SafetyReport:
     def record(self, output: SafetyOutput, missed_deadlines: int) -> None:
         self.steps += 1
         self.missed_deadlines += max(0, missed_deadlines)
+        self.record_events(output)
+
+    def record_events(self, output: SafetyOutput) -> None:
+        """Count ``output``'s events (no step: :func:`late_check`'s output replaces a step's)."""
         for event in output.events:
             counts = self.faults if event.fault else self.interventions
             counts[event.filter_name] = counts.get(event.filter_name, 0) + 1
@@ -231,6 +256,15 @@ class SafetyChain:
             quiet=self._quiet, reference_out=out,
         )
         self.report.record(output, missed_deadlines)
+        return output
+
+    def check_late(self, missed_in_tick: int) -> SafetyOutput | None:
+        """:func:`late_check` on this chain: damping in place of the last step's command when its tick has
+        overrun past the limit by now (the fault latches and is counted); None to send that command."""
+        output, self.filter_state = late_check(self.limits, self.filter_state, missed_in_tick)
+        if output is not None:
+            # The deadlines themselves are counted by the next step (its missed_deadlines), not twice.
+            self.report.record_events(output)
         return output
 
     def reset(self) -> None:

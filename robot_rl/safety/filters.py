@@ -458,3 +458,24 @@ def overrun_check(missed: int, consecutive: int, limits: SafetyLimits) -> tuple[
         detail = f"{consecutive} policy deadlines missed in a row (limit {limit})"
         return consecutive, SafetyEvent(OVERRUN, True, detail)
     return consecutive, SafetyEvent(OVERRUN, False, f"policy tick missed {missed} deadline(s), {consecutive} in a row")
+
+
+def late_command_check(missed_in_tick: int, consecutive: int, limits: SafetyLimits) -> SafetyEvent | None:
+    """The overrun check once more, just before a tick's command is sent: fault when the deadlines that passed
+    while the tick ran push the count past max_consecutive_overruns.
+
+    ``missed_in_tick``: deadlines after this tick's own that have already passed (a stall between its read
+    and its write: SIGSTOP, a swapping machine, a blocking call); ``consecutive``: those missed in a row
+    before it (the chain's count after this tick's :func:`overrun_check`). Past the limit the command is
+    older than the chain lets any command be - the next tick would fault on exactly these deadlines - so the
+    fault comes now and the command is never sent. Within it: None, and nothing is counted here (the next
+    tick counts these deadlines, as before).
+    """
+    if missed_in_tick <= 0:
+        return None
+    total, limit = consecutive + missed_in_tick, limits.max_consecutive_overruns
+    if total <= limit:
+        return None
+    detail = (f"{total} policy deadlines missed in a row (limit {limit}), {missed_in_tick} of them while this tick "
+              "ran: its command was not sent")
+    return SafetyEvent(OVERRUN, True, detail)

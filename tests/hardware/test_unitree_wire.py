@@ -8,6 +8,7 @@ import pytest
 
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.dds import unitree_go as go
+from robot_rl.dds import unitree_hg as hg
 from robot_rl.dds.crc import crc_ok, with_crc
 from robot_rl.hardware.unitree_dds import MotorSlotMap, quat_to_rpy
 from robot_rl.hardware.unitree_wire import CommandDecoder, CommandEncoder, StateDecoder, StateEncoder
@@ -61,6 +62,24 @@ def test_commands_out_and_in_match_the_idl_path(name):
     with pytest.raises(ValueError, match=r"JointCommand.kd\[3\] .* not a finite float32"):
         command.kd[3] = np.inf
         encoder.encode(command)
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_decoder_reports_mode_pr_and_the_unused_slots_a_command_enables(name):
+    """What the sim bridge's status reports of the command in force (unitree_hg; 0 for unitree_go)."""
+    spec = load_robot(name)
+    slot_map = MotorSlotMap.from_spec(spec)
+    decoder = CommandDecoder(slot_map)
+    msg = slot_map.blank_command()
+    slot_map.encode_command(JointCommand.damping(spec.num_joints, spec.safety.damping_kd), msg)
+    decoder.load(with_crc(msg).serialize())
+    assert (decoder.mode_pr, decoder.unused_enabled()) == (0, 0)
+    if slot_map.is_hg:
+        msg.mode_pr = hg.MODE_AB
+        for slot in slot_map.unused[::2]:
+            msg.motor_cmd[slot].mode = hg.MOTOR_ENABLE
+        decoder.load(with_crc(msg).serialize())
+        assert (decoder.mode_pr, decoder.unused_enabled()) == (hg.MODE_AB, len(slot_map.unused[::2]))
 
 
 @pytest.mark.parametrize("name", ROBOTS)

@@ -18,8 +18,9 @@ from robot_rl.safety import (
     SafetyChain,
     SafetyLimits,
     chain_step,
+    late_check,
 )
-from robot_rl.safety.filters import ACTION_CLIP, FINITE, POSITION, RATE, STALE, TORQUE
+from robot_rl.safety.filters import ACTION_CLIP, FINITE, OVERRUN, POSITION, RATE, STALE, TORQUE
 
 ROBOTS = ["a1", "panda"]
 
@@ -234,3 +235,58 @@ def test_chain_step_is_pure():
     # The stored reference is a copy: reusing the command buffer cannot move it.
     out1.command.q_target[:] = 99.0
     assert np.all(fs1.reference < 99.0)
+
+
+# --- late check: a tick that stalled between its step and its write --------------------------------------
+
+
+@pytest.mark.parametrize(("missed_before", "missed_in_tick", "faults"), [
+    (0, 0, False), (0, 1, False), (0, 3, False), (0, 4, True), (0, 25, True),
+    (2, 1, False), (2, 2, True), (3, 1, True), (0, -1, False),
+])
+def test_late_check_faults_only_past_the_overrun_limit_counted_with_the_ticks_before(missed_before,
+                                                                                    missed_in_tick, faults):
+    """A1: limit 3 deadlines in a row. The deadlines a tick's stall adds count with those missed before it."""
+    spec = spec_of("a1")
+    assert spec.safety.max_consecutive_overruns == 3
+    chain = SafetyChain.from_spec(spec)
+    q = spec.default_positions.copy()
+    hold = JointCommand.hold(q, spec.kp, spec.kd)
+    for tick in range(3):
+        assert not chain.step(make_state(spec, tick, q), hold, 0.02 * tick).faulted
+    step = chain.step(make_state(spec, 3, q), hold, 0.06 + 0.02 * missed_before, missed_deadlines=missed_before)
+    assert not step.faulted
+    before = chain.filter_state
+    out = chain.check_late(missed_in_tick)
+    if not faults:
+        assert out is None and chain.filter_state is before and not chain.faulted
+        return
+    assert out.faulted and [(e.filter_name, e.fault) for e in out.events] == [(OVERRUN, True)]
+    assert f"{missed_before + missed_in_tick} policy deadlines missed in a row (limit 3)" in out.events[0].detail
+    assert "was not sent" in out.events[0].detail
+    assert_same_command(out.command, JointCommand.damping(12, spec.safety.damping_kd))
+    assert chain.faulted and chain.fault == out.events
+    summary = chain.report.summary()
+    # Counted as a fault like any other; not a step, and the deadlines are left to the next step's count.
+    assert summary["faults"] == {OVERRUN: 1} and summary["steps"] == 4 and summary["missed_deadlines"] == missed_before
+    assert summary["last_fault"] == [str(out.events[0])]
+    # Latched: the next step (which counts the stall's deadlines) sends damping and reports nothing new.
+    nxt = chain.step(make_state(spec, 4, q), hold, 1.0, missed_deadlines=missed_in_tick)
+    assert nxt.faulted and nxt.events == () and chain.report.summary()["faults"] == {OVERRUN: 1}
+    assert chain.report.missed_deadlines == missed_before + missed_in_tick
+    assert_same_command(nxt.command, out.command)
+
+
+def test_late_check_after_a_fault_keeps_the_latched_damping_and_is_pure():
+    spec = spec_of("a1")
+    lim = SafetyLimits.from_spec(spec)
+    q = spec.default_positions.copy()
+    out, fs = chain_step(lim, FilterState(), make_state(spec, 0, q), JointCommand.hold(q, spec.kp, spec.kd), 0.0)
+    assert not out.faulted
+    again, same = late_check(lim, fs, 2)
+    assert again is None and same is fs  # within the limit
+    late1, fs1 = late_check(lim, fs, 10)
+    late2, fs2 = late_check(lim, fs, 10)
+    assert late1.events == late2.events and fs1 == fs2 and fs.fault == () and fs.consecutive_missed == 0
+    assert fs1.fault == late1.events and fs1.consecutive_missed == 10
+    assert late_check(lim, fs1, 50) == (None, fs1)  # already latched: the step's command is damping

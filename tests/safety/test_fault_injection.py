@@ -95,7 +95,10 @@ class LoopStandIn:
         self.sent: list[tuple[ControllerMode, JointCommand, SafetyOutput]] = []
 
     def tick(self, events: tuple[ControllerEvent, ...] = (), missed: int = 0,
-             state_hook: Callable[[RobotState], None] | None = None, jitter_s: float = 0.0) -> SafetyOutput:
+             state_hook: Callable[[RobotState], None] | None = None, jitter_s: float = 0.0,
+             stall: int = 0) -> SafetyOutput:
+        """One tick; ``stall``: deadlines that pass between its step and its write (the next tick then
+        counts them as missed, as a real loop's next wait does)."""
         self.k += 1 + missed  # skipped deadlines are skipped, never made up
         now = self.k * self.period + jitter_s
         state = self.robot.read(now)
@@ -112,6 +115,10 @@ class LoopStandIn:
         else:
             proposed = command_for(self.cs, self.spec, now)
         out = self.chain.step(state, proposed, now, action=action, missed_deadlines=missed)
+        late = self.chain.check_late(stall) if stall else None
+        if late is not None:
+            out = late
+        self.k += stall
         if out.faulted and mode is not ControllerMode.DAMPING:
             self.cs = apply_event(self.cs, ControllerEvent.FAULT, now, spec=self.spec)
         elif ramp_done(self.cs, now):
@@ -361,6 +368,42 @@ def test_a_single_spike_faults_only_when_it_spans_more_deadlines_than_allowed(la
     out = loop.tick(missed=missed_deadlines(latency, 0.02))
     assert out.faulted is faults
     assert loop.chain.report.missed_deadlines == {0.025: 1, 0.050: 2, 0.100: 4}[latency]
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_a_tick_stalled_past_the_limit_before_its_write_sends_damping_not_its_command(name):
+    """SIGSTOP between a tick's read and its write, SIGCONT 0.5 s later (25 deadlines): the command that tick
+    computed is never sent; damping is, and the overrun fault is latched on that very tick."""
+    spec = spec_of(name)
+    loop = running_loop(name)
+    limit = spec.safety.max_consecutive_overruns
+    for stall in range(1, limit + 1):  # shorter stalls, each followed by an on-time tick: sent as computed
+        out = loop.tick(stall=stall)
+        assert not out.faulted and not is_damping(spec, out.command)  # the policy's command went out
+        assert not loop.tick(missed=stall).faulted  # the next tick counts those deadlines: an overrun event
+        loop.tick()
+    q_before = loop.robot.state.q.copy()
+    out = loop.tick(stall=25)
+    mode, proposed, _ = loop.sent[-1]
+    assert mode is ControllerMode.RUNNING and not is_damping(spec, proposed)  # the policy did compute one
+    assert out.faulted and is_damping(spec, out.command) and loop.cs.mode is ControllerMode.DAMPING
+    assert [(e.filter_name, e.fault) for e in out.events] == [(OVERRUN, True)]
+    np.testing.assert_array_equal(loop.robot.state.q, q_before)  # no position target reached the robot
+    nxt = loop.tick(missed=25)
+    assert is_damping(spec, nxt.command) and nxt.events == ()
+    assert loop.chain.report.summary()["faults"] == {OVERRUN: 1}
+
+
+def test_a_stall_adds_to_the_deadlines_already_missed_in_a_row():
+    """Two deadlines missed before the tick, two more during it: four in a row, past the A1's three."""
+    spec = spec_of("a1")
+    loop = running_loop("a1")
+    out = loop.tick(missed=2, stall=1)
+    assert not out.faulted  # 3 in a row: at the limit, not past it
+    loop.tick()  # on time: the count starts over
+    out = loop.tick(missed=2, stall=2)
+    assert out.faulted and is_damping(spec, out.command)
+    assert "4 policy deadlines missed in a row (limit 3)" in out.events[-1].detail
 
 
 # --- operator stops, tilt, latching, start-up -----------------------------------------------------------
