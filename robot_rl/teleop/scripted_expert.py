@@ -16,7 +16,9 @@ two different motions, as it would with an expert that remembers which phase it 
   targets near the current joints, so "hold still here" is a neutral equilibrium its small errors walk
   away from, while "go to this pose" is an attractor it reproduces.
 - **channel** (the tool is behind the cube on the goal → cube line, within ``channel_width_m``): descend
-  to pushing height, then push towards the goal, steering back onto the line and slowing down near it.
+  to pushing height, then push towards the goal, steering back onto the line and slowing down near it. A
+  tool still above pushing height descends only from behind the contact point (``contact_m``): nearer, the
+  fingers would land on the cube's top edge and press it into the table.
 - **elsewhere**: rise to the travel height and move over the pre-push point behind the cube; moving
   sideways only as fast as the tool has risen, so it never sweeps low through the cube.
 
@@ -53,7 +55,11 @@ class StateSource(Protocol):
 @dataclass(frozen=True)
 class PushExpertConfig:
     travel_height_m: tuple[float, float] = (0.09, 0.12)  # tool height while moving around the cube
-    push_height_m: float = 0.012  # tool height while pushing: low on the 5 cm cube, or it tips
+    # Tool height while pushing: low on the 5 cm cube, or it tips; but the fingertips reach ~8 mm below the tool
+    # point, so at 12 mm (before issue 29) they landed on the table (up to 80 N in MuJoCo) and cloned policies,
+    # a centimetre lower, pinned the fingers there until the safety chain's torque limit held them
+    # (benchmarks/results/RESULTS_bc_push.md). At 22 mm the fingertips clear the table by ~1.4 cm.
+    push_height_m: float = 0.022
     standoff_m: tuple[float, float] = (0.055, 0.07)  # pre-push point: tool this far behind the cube's centre
     contact_m: float = 0.035  # tool behind the cube's centre when touching it (half cube + finger)
     channel_width_m: float = 0.015  # sideways offset from the push line still counted as "behind the cube"
@@ -171,12 +177,13 @@ class ScriptedPushExpert:
         lateral = rel - along * u
         in_channel = (-self.standoff - 0.02 < along < -cfg.contact_m + 0.01
                       and np.linalg.norm(lateral) < cfg.channel_width_m)
-        if not in_channel:
+        high = ee[2] > cfg.push_height_m + 0.015
+        if not in_channel or (high and along > -cfg.contact_m - 0.005):
             self.zone = "reposition"
             return self._over(ee, cube_xy - self.standoff * u, self.travel_speed)
         steer = -0.5 * cfg.gain_per_s * lateral / self.vmax
         v_z = cfg.gain_per_s * (cfg.push_height_m - ee[2]) / self.vmax
-        if ee[2] > cfg.push_height_m + 0.015:
+        if high:
             self.zone = "descend"
             return np.array([steer[0], steer[1], max(v_z, -self.travel_speed)])
         self.zone = "push"

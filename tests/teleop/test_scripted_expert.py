@@ -21,6 +21,9 @@ def test_expert_pushes_the_cube_to_the_goal_on_a_seeded_episode():
     assert outcome.success and not outcome.faulted
     assert outcome.final_distance_m < panda_push.SUCCESS_RADIUS_M < start_distance
     assert outcome.safety["faults"] == {}
+    # Issue 29: the fingers stay off the table and off the cube's top, so the chain never has to hold them back
+    # (at the old 12 mm push height they pressed on the table and the torque limit clipped).
+    assert sum(outcome.safety["interventions"].values()) == 0, outcome.safety["interventions"]
 
 
 class _Frozen:
@@ -113,3 +116,56 @@ def test_expert_stops_at_home_only_while_the_cube_is_at_the_goal():
     expert = ScriptedPushExpert(PANDA, scene, goal, np.random.default_rng(0), kinematics=kin)
     assert not any(expert.poll().buttons.stop for _ in range(40))
     assert expert.zone == "reposition"
+
+
+def test_fingertips_clear_the_table_at_push_height():
+    """The push height leaves the lowest finger point ≥ 1 cm above the table (issue 29: at 12 mm the fingers
+    pressed on it). The fingers' lowest point is measured on MuJoCo's model with the arm in a pushing pose."""
+    import mujoco
+
+    from robot_rl.robots.mujoco_model import build_mujoco_model
+    from robot_rl.teleop.arm_ik import DifferentialIK
+    from robot_rl.teleop.scripted_expert import PushExpertConfig
+
+    push_z = PushExpertConfig().push_height_m
+    ik = DifferentialIK(PANDA)
+    target = np.array([0.5, 0.0, push_z])
+    for _ in range(300):  # the tool to a pushing point, pointing down as the expert holds it
+        tool, _ = ik.kin.tool_pose(ik.q)
+        q = ik.step(np.clip(5.0 * (target - tool), -0.25, 0.25), np.zeros(3))
+    tool, _ = ik.kin.tool_pose(q)
+    assert abs(tool[2] - push_z) < 1e-3
+    robot = build_mujoco_model(PANDA)
+    model, data = robot.model, robot.make_data()
+    adr = [model.joint(name).qposadr[0] for name in PANDA.joint_names]
+    data.qpos[adr] = q
+    mujoco.mj_forward(model, data)
+    lowest = np.inf
+    for g in range(model.ngeom):
+        body = model.body(int(model.geom_bodyid[g])).name
+        if "finger" in body and model.geom_contype[g] | model.geom_conaffinity[g]:
+            # The geom's bounding box corners in the world (enough for a lower bound on clearance).
+            half = model.geom_aabb[g, 3:]
+            corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
+            world = data.geom_xpos[g] + (corners + model.geom_aabb[g, :3]) @ data.geom_xmat[g].reshape(3, 3).T
+            lowest = min(lowest, world[:, 2].min())
+    base_z = data.xpos[model.body(PANDA.sim_model.base_body).id][2]
+    assert np.isfinite(lowest)
+    assert lowest - base_z - panda_push.TABLE_TOP_Z >= 0.01, f"fingers {lowest - base_z:.4f} m above the table"
+
+
+def test_expert_does_not_descend_onto_the_cube():
+    """Above pushing height and nearer the cube than the contact point, the rule backs off (reposition) rather
+    than lowering the fingers onto the cube's top edge; from the pre-push point it descends."""
+    from robot_rl.teleop.scripted_expert import PushExpertConfig
+
+    cfg = PushExpertConfig()
+    goal, cube = np.array([0.6, 0.0]), np.array([0.45, 0.0])
+    expert = ScriptedPushExpert(PANDA, None, goal, np.random.default_rng(0), kinematics=ArmKinematics(PANDA))
+    high = cfg.push_height_m + 0.03
+    rate = expert.rates(np.array([cube[0] - cfg.contact_m + 0.005, 0.0, high]), cube)
+    assert expert.zone == "reposition" and rate[2] >= 0.0
+    expert.rates(np.array([cube[0] - expert.standoff, 0.0, high]), cube)
+    assert expert.zone == "descend"
+    expert.rates(np.array([cube[0] - cfg.contact_m + 0.005, 0.0, cfg.push_height_m]), cube)
+    assert expert.zone == "push"  # low and in contact: keep pushing
