@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from robot_rl.control.runtime import DeployRuntime, StepResult
+from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotInterface, RobotState
 
@@ -137,8 +138,12 @@ def run_loop(
         raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime=True for hardware")
     t0_wall = time.perf_counter()
     t0 = sim_clock() if not realtime else 0.0
+    # A simulated humanoid hangs from a gantry until the policy takes over; the operator lowers it then (see
+    # robot_rl.hardware.gantry). Hardware has no such method: there a person lowers the real gantry.
+    release_gantry = getattr(robot, "release_gantry", None)
 
     def body() -> None:
+        nonlocal release_gantry
         for k in range(n_ticks):
             missed, lateness, wake = 0, float("nan"), 0.0
             if loop is not None:
@@ -157,6 +162,9 @@ def run_loop(
                 runtime.set_command(_command_at(commands, t, zero_command))
             state = robot.read()
             result = runtime.step(state, now, missed_deadlines=missed)
+            if release_gantry is not None and result.mode is ControllerMode.RUNNING:
+                release_gantry()
+                release_gantry = None
             sent = robot.write(result.command)
             if log is not None:
                 _log_tick(log, k, state, result, sent, now if loop is not None else None, lateness, wake, missed)
