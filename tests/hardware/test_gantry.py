@@ -97,3 +97,50 @@ def test_a_quadruped_has_no_gantry():
         for _ in range(50):
             robot.write(JointCommand.passive(a1.num_joints))
         assert robot.read().base_pos[2] < 0.5 * a1.sim_model.base_height  # slumps to the floor, as before
+
+
+def test_the_sim_bridge_lowers_the_gantry_a_stated_time_after_the_first_position_command(domain):
+    """In-process bridge stepped by hand: the G1 hangs, passive, whatever the wait; a damping command (kp 0)
+    arms nothing; the first position command starts the clock, and the gantry lets go gantry_release_s later."""
+    _g1_model()
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.topic import Topic
+
+    from robot_rl.dds import TOPIC_LOWCMD, make_participant
+    from robot_rl.dds.crc import with_crc
+    from robot_rl.hardware.sim_bridge import SimBridge
+
+    bridge = SimBridge(G1, domain_id=domain, realtime=False, mode_machine=5, gantry_release_s=0.2)
+    bridge.open()
+    participant = make_participant(domain, "lo")
+    writer = DataWriter(participant, Topic(participant, TOPIC_LOWCMD, bridge.slot_map.family.LowCmd_))
+
+    def send(command: JointCommand) -> None:
+        msg = bridge.slot_map.blank_command()
+        bridge.slot_map.encode_command(command, msg)
+        msg.mode_machine = 5
+        applied = bridge.status.commands_applied
+        writer.write(with_crc(msg))
+        for _ in range(2500):  # until the bridge took it (≤ 5 s of sim time: DDS delivers in microseconds)
+            bridge.tick()
+            if bridge.status.commands_applied > applied:
+                return
+        raise AssertionError("the bridge never got the command")
+
+    try:
+        for _ in range(500):  # 1 s passive
+            bridge.tick()
+        assert bridge.status.gantry_engaged == 1
+        assert abs(bridge.data.xpos[bridge.robot.base_body_id][2] - G1.sim_model.base_height) < 0.03
+        send(JointCommand.damping(G1.num_joints, G1.safety.damping_kd))
+        for _ in range(500):
+            bridge.tick()
+        assert bridge.status.gantry_engaged == 1  # damping is not the deploy's ramp
+        send(JointCommand.hold(G1.default_positions, G1.kp, G1.kd))
+        armed = bridge.periods
+        while bridge.status.gantry_engaged:
+            bridge.tick()
+        assert (bridge.periods - armed) * bridge.period_s == pytest.approx(0.2, abs=2.5 * bridge.period_s)
+    finally:
+        bridge.close()
+    assert SimBridge(load_robot("a1"), realtime=False).status.gantry_engaged == 0
