@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from robot_rl.control.runtime import DeployRuntime, StepResult
+from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotInterface, RobotState
 from robot_rl.safety import missed_deadlines
@@ -142,8 +143,12 @@ def run_loop(
         raise ValueError("lockstep needs a simulated robot (one with sim_time()); use realtime=True for hardware")
     t0_wall = time.perf_counter()
     t0 = sim_clock() if not realtime else 0.0
+    # A simulated humanoid hangs from a gantry until the policy takes over; the operator lowers it then (see
+    # robot_rl.hardware.gantry). Hardware has no such method: there a person lowers the real gantry.
+    release_gantry = getattr(robot, "release_gantry", None)
 
     def body() -> None:
+        nonlocal release_gantry
         for k in range(n_ticks):
             missed, lateness, wake = 0, float("nan"), 0.0
             if loop is not None:
@@ -166,6 +171,9 @@ def run_loop(
                 late = time.perf_counter() - now  # the loop's clock; `now` is this tick's deadline
                 if late > period:  # a later deadline passed while this tick ran: may its command still go?
                     result = runtime.check_late(result, state, now, missed_deadlines(late, period))
+            if release_gantry is not None and result.mode is ControllerMode.RUNNING:
+                release_gantry()
+                release_gantry = None
             sent = robot.write(result.command)
             if log is not None:
                 _log_tick(log, k, state, result, sent, now if loop is not None else None, lateness, wake, missed)

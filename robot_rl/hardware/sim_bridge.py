@@ -37,6 +37,11 @@ LowCmd that arrives is discarded - and the next SIGUSR1 brings it back; SIGUSR2 
 LowState direction only. While commands are cut off the motors keep the last one that got through, as a
 robot whose cable was pulled does.
 
+Gantry: a humanoid (``robot_rl.hardware.gantry``) starts hanging from one, as the real robot does from its
+gantry, and the bridge lowers it ``gantry_release_s`` after the first position command (kp > 0) took effect: by
+default the spec's ramp duration, which is when the deploy's runtime, armed by that command, hands over to the
+policy. The status says whether it is still engaged (``gantry_engaged``).
+
 Faults (``robot_rl.hardware.faults``) are decided from sim time and message indices only.
 
     python -m robot_rl.hardware.sim_bridge --robot a1 --domain-id 0      # or: robot-rl bridge ...
@@ -52,6 +57,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
 import mujoco
 
@@ -61,6 +67,7 @@ from robot_rl.core.validate import in_range, non_negative, positive
 from robot_rl.dds import CYCLONEDDS_MISSING, TOPIC_LOWCMD, TOPIC_LOWSTATE, make_participant
 from robot_rl.dds.cyclone_private import delete_entities, take_serialized, write_serialized
 from robot_rl.hardware.faults import FaultConfig
+from robot_rl.hardware.gantry import GantryHandle, add_gantry, needs_gantry
 from robot_rl.hardware.unitree_dds import MotorSlotMap, quat_to_rpy
 from robot_rl.hardware.unitree_wire import CommandDecoder, StateEncoder
 from robot_rl.robots.mujoco_model import build_mujoco_model
@@ -116,6 +123,7 @@ class SimBridgeStatus_(idl.IdlStruct, typename="robot_rl.msg.dds_.SimBridgeStatu
     command_kd_max: types.float64 = 0.0
     command_mode_pr: types.uint8 = 0  # unitree_hg: mode_pr of the command in force (0 = PR, as Unitree's examples)
     command_unused_enabled: types.uint8 = 0  # unitree_hg: motor slots driving no joint that it enables
+    gantry_engaged: types.uint8 = 0  # a humanoid still hangs from the gantry (see the module docstring)
 
 
 class SimBridge:
@@ -123,7 +131,7 @@ class SimBridge:
 
     def __init__(self, spec: RobotSpec, faults: FaultConfig | None = None, domain_id: int = 0, *,
                  network_interface: str = "lo", realtime: bool = True, mode_machine: int = 0,
-                 status_period_s: float = 0.1, spin_s: float = 0.0) -> None:
+                 status_period_s: float = 0.1, spin_s: float = 0.0, gantry_release_s: float | None = None) -> None:
         self.spec = spec
         self.faults = faults or FaultConfig()
         self.domain_id, self.network_interface = domain_id, network_interface
@@ -134,11 +142,16 @@ class SimBridge:
         self.mode_machine = mode_machine
         self.period_s = spec.timing.hardware_period_s
         self.substeps = max(1, math.ceil(self.period_s / spec.timing.physics_period_s - 1e-9))
-        self.robot = build_mujoco_model(spec)
+        hang = needs_gantry(spec)
+        self.robot = build_mujoco_model(spec, terrain=partial(add_gantry, spec=spec) if hang else None)
         self.robot.model.opt.timestep = self.period_s / self.substeps
         self.data = self.robot.make_data()
         self.data.ctrl[:] = 0.0  # passive: zero torque until the first good LowCmd
         self.status = SimBridgeStatus_()
+        self._gantry = GantryHandle(self.robot.model) if hang else None
+        self.gantry_release_s = spec.safety.ramp_duration_s if gantry_release_s is None else gantry_release_s
+        self._gantry_release_at: float | None = None  # sim time, set by the first position command
+        self.status.gantry_engaged = int(hang)
         self.status_every = max(1, round(status_period_s / self.period_s))
         self._state_encoder = StateEncoder(self.slot_map, mode_machine)
         self._command_decoder = CommandDecoder(self.slot_map)
@@ -199,6 +212,8 @@ class SimBridge:
             s.last_command_reserve = decoder.tag
             mode_pr, unused_enabled = decoder.mode_pr, decoder.unused_enabled()
         if newest is not None:
+            if self._gantry is not None and self._gantry_release_at is None and newest.kp.any():
+                self._gantry_release_at = self.periods * self.period_s + self.gantry_release_s
             self.robot.apply_command(self.data, newest)
             s.commands_applied += 1
             s.command_active = 1
@@ -243,6 +258,10 @@ class SimBridge:
     def tick(self, periods: int = 1) -> bool:
         """Commands in, ``periods`` hardware periods of physics, one state out. False once killed."""
         self._take_commands()
+        release_at = self._gantry_release_at
+        if self.status.gantry_engaged and release_at is not None and self.periods * self.period_s + 1e-9 >= release_at:
+            self._gantry.release(self.data)
+            self.status.gantry_engaged = 0
         mujoco.mj_step(self.robot.model, self.data, nstep=min(periods, MAX_CATCH_UP_PERIODS) * self.substeps)
         self.periods += periods
         t = self.periods * self.period_s
@@ -285,7 +304,8 @@ class SimBridge:
 def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None = None, drop: float = 0.0,
                delay_ms: float = 0.0, freeze_at_s: float | None = None, corrupt_crc: bool = False,
                kill_at_s: float | None = None, realtime: bool = True, corrupt_command: float = 0.0,
-               network_interface: str = "lo", mode_machine: int = 0, seed: int = 0) -> int:
+               network_interface: str = "lo", mode_machine: int = 0, seed: int = 0,
+               gantry_release_s: float | None = None) -> int:
     """Run a MuJoCo robot behind Unitree's low-level DDS protocol (rt/lowstate, rt/lowcmd), with faults.
 
     Args:
@@ -302,12 +322,15 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
         network_interface: interface the DDS traffic stays on (loopback for a sim).
         mode_machine: unitree_hg only: the robot variant the bridge reports (commands must echo it).
         seed: seed of the random drop / corruption decisions.
+        gantry_release_s: a humanoid hangs from a gantry until this long after the first position command
+            (default: the spec's ramp duration, when the deploy's policy takes over); other robots have none.
 
     While it runs, SIGUSR1 cuts the link both ways (no LowState out, LowCmd discarded) and SIGUSR2 cuts the
     LowState direction only; the same signal again restores it. Like the firmware it has no command timeout.
     """
     positive(duration_s=duration_s)
-    non_negative(delay_ms=delay_ms, freeze_at_s=freeze_at_s, kill_at_s=kill_at_s, seed=seed)
+    non_negative(delay_ms=delay_ms, freeze_at_s=freeze_at_s, kill_at_s=kill_at_s, seed=seed,
+                 gantry_release_s=gantry_release_s)
     in_range(0.0, 1.0, drop=drop, corrupt_command=corrupt_command)
     in_range(0, 232, domain_id=domain_id)  # the DDS specification's domain ids
     in_range(0, 255, mode_machine=mode_machine)  # a uint8 in LowState
@@ -316,7 +339,7 @@ def run_bridge(robot: str = "a1", domain_id: int = 0, duration_s: float | None =
                          corrupt_state_crc=corrupt_crc, corrupt_command_probability=corrupt_command,
                          kill_at_s=kill_at_s, seed=seed)
     bridge = SimBridge(spec, faults, domain_id, network_interface=network_interface, realtime=realtime,
-                       mode_machine=mode_machine)
+                       mode_machine=mode_machine, gantry_release_s=gantry_release_s)
     print(bridge.describe(), flush=True)
     bridge.open()
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers

@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from robot_rl.core.types import JointCommand, RobotState
+from robot_rl.hardware.gantry import GantryHandle, add_gantry, needs_gantry
 from robot_rl.robots.spec import RobotSpec
 
 # "mujoco-alt": MuJoCo with its second integrator/contact configuration (robot_rl.robots.mujoco_physics), the gate's
@@ -107,6 +108,8 @@ class _SimBackend(Protocol):
     def state(self, tick: int, timestamp: float) -> RobotState: ...
     def object_position(self) -> np.ndarray | None: ...
     def add_base_velocity(self, delta_world: np.ndarray) -> None: ...
+    def release_gantry(self) -> None: ...  # no-op without one
+    def gantry_engaged(self) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -121,11 +124,19 @@ class _MujocoBackend(_SimBackend):
         self.scene = scene
         physics = ALTERNATE_PHYSICS if alternate else DEFAULT_PHYSICS
         self._substeps = physics.substeps
-        self.robot = build_mujoco_model(spec, terrain=None if scene is None else partial(add_scene, scene=scene),
-                                        physics=physics)
+        hang = needs_gantry(spec)
+
+        def world(mjs) -> None:
+            if scene is not None:
+                add_scene(mjs, scene)
+            if hang:
+                add_gantry(mjs, spec)
+
+        self.robot = build_mujoco_model(spec, terrain=world, physics=physics)
         if scene is not None:
             no_gravcomp_on_objects(self.robot.model, scene)
         self.data = self.robot.make_data()
+        self._gantry = GantryHandle(self.robot.model) if hang else None
         self._tracked = None if scene is None or scene.tracked is None else self.robot.model.body(scene.tracked).id
 
     def apply(self, command: JointCommand) -> JointCommand:
@@ -149,6 +160,13 @@ class _MujocoBackend(_SimBackend):
         adr = self.robot.free_qvel_adr
         self.data.qvel[adr : adr + 3] += delta_world  # free joint: world-frame linear velocity first
 
+    def release_gantry(self) -> None:
+        if self._gantry is not None:
+            self._gantry.release(self.data)
+
+    def gantry_engaged(self) -> bool:
+        return self._gantry is not None and self._gantry.engaged(self.data)
+
     def close(self) -> None:
         pass
 
@@ -159,6 +177,9 @@ class _PybulletBackend(_SimBackend):
 
         from robot_rl.robots.pybullet_model import build_pybullet_robot
 
+        if needs_gantry(spec):
+            raise ValueError(f"{spec.name}: a {spec.kind} hangs from a gantry until its policy runs, and only the "
+                             "MuJoCo simulators model one; use simulator 'mujoco' or 'mujoco-alt'")
         self._pb = pb
         self.client = pb.connect(pb.DIRECT)
         self.robot = build_pybullet_robot(spec, self.client)
@@ -210,6 +231,12 @@ class _PybulletBackend(_SimBackend):
         lin, ang = pb.getBaseVelocity(r.body_id, physicsClientId=self.client)
         pb.resetBaseVelocity(r.body_id, (np.array(lin) + delta_world).tolist(), ang, physicsClientId=self.client)
 
+    def release_gantry(self) -> None:
+        pass  # never has one (see __init__)
+
+    def gantry_engaged(self) -> bool:
+        return False
+
     def close(self) -> None:
         if self._pb.isConnected(self.client):
             self._pb.disconnect(self.client)
@@ -224,12 +251,19 @@ class SimRobot:
 
     def __init__(
         self, spec: RobotSpec, simulator: SimulatorName = "mujoco", *, realtime: bool = False,
-        scene: SimScene | None = None,
+        scene: SimScene | None = None, gantry_release_s: float | None = None,
     ):
         """``scene``: boxes to add around the robot (a table, a cube); its tracked box is the task's object, read by
-        :meth:`object_position` (the task's observation source, as a perception source would be on hardware)."""
+        :meth:`object_position` (the task's observation source, as a perception source would be on hardware).
+
+        A humanoid (``robot_rl.hardware.gantry.needs_gantry``) starts hanging from a gantry; :meth:`release_gantry`
+        lowers it (``run_loop`` calls it when the policy takes over) and so does sim time ``gantry_release_s``,
+        when given, whichever comes first."""
         if simulator not in _BACKENDS:
             raise ValueError(f"unknown simulator {simulator!r} (known: {', '.join(_BACKENDS)})")
+        if gantry_release_s is not None and not gantry_release_s >= 0:
+            raise ValueError(f"gantry_release_s must be a sim time >= 0 s, got {gantry_release_s!r}")
+        self.gantry_release_s = gantry_release_s
         self.spec = spec
         self.simulator = simulator
         self.realtime = realtime
@@ -276,8 +310,7 @@ class SimRobot:
             self._command = applied
         if not self.realtime:
             for _ in range(self.spec.timing.decimation):
-                backend.physics_step()
-                self._steps += 1
+                self._physics_step(backend)
         return applied
 
     def close(self) -> None:
@@ -292,6 +325,17 @@ class SimRobot:
     # -- simulation extras ----------------------------------------------------------------------------
     def sim_time(self) -> float:
         return self._steps * self.spec.timing.physics_period_s
+
+    def release_gantry(self) -> None:
+        """Lower the gantry (a humanoid's, see the constructor): it exerts nothing from the next physics step on.
+        No-op for a robot without one or once released."""
+        with self._lock:
+            self._require().release_gantry()
+
+    @property
+    def gantry_engaged(self) -> bool:
+        with self._lock:
+            return self._require().gantry_engaged()
 
     def push(self, delta_velocity_world: np.ndarray) -> None:
         """Add a velocity to the base (a shove), world frame, m/s."""
@@ -311,8 +355,14 @@ class SimRobot:
         while self._running:
             loop.wait_next()
             with self._lock:
-                backend.physics_step()
-                self._steps += 1
+                self._physics_step(backend)
+
+    def _physics_step(self, backend: _SimBackend) -> None:
+        """One physics step; the gantry lets go at its stated time. Called with the lock held (real time)."""
+        if self.gantry_release_s is not None and self.sim_time() + 1e-9 >= self.gantry_release_s:
+            backend.release_gantry()
+        backend.physics_step()
+        self._steps += 1
 
     def __enter__(self) -> SimRobot:
         self.connect()
