@@ -9,12 +9,12 @@ from robot_rl.safety.chain import (
     damping_command,
     late_check,
 )
+from robot_rl.safety.deadlines import missed_deadlines
 from robot_rl.safety.filters import (
     FILTER_ORDER,
     ActionClip,
     SafetyEvent,
     SafetyLimits,
-    missed_deadlines,
 )
 
 __all__ = [

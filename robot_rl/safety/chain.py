@@ -24,6 +24,7 @@ import numpy as np
 
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec
+from robot_rl.safety.deadlines import late_command_check, overrun_check
 from robot_rl.safety.filters import (
     FILTER_ORDER,
     ActionClip,
@@ -32,8 +33,6 @@ from robot_rl.safety.filters import (
     StaleWatchdog,
     action_clip,
     check_finite,
-    late_command_check,
-    overrun_check,
     position_bounds,
     position_limit,
     rate_limit,
@@ -81,7 +80,7 @@ def chain_step(
 
     ``now``: the tick's time (s, same clock every call; the scheduled deadline is best). ``action``: the
     policy's raw output, checked for NaN/inf. ``missed_deadlines``: deadlines passed since the previous
-    tick (see :func:`robot_rl.safety.filters.missed_deadlines`).
+    tick (see :func:`robot_rl.safety.deadlines.missed_deadlines`).
 
     ``quiet`` and ``reference_out`` (both or neither; :class:`SafetyChain` passes them) make the common tick
     cheap without changing any result: ``quiet`` first checks in a few numpy calls that no motion filter

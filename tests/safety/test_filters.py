@@ -12,6 +12,7 @@ import pytest
 
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.safety.deadlines import missed_deadlines, overrun_check
 from robot_rl.safety.filters import (
     ACTION_CLIP,
     FINITE,
@@ -28,8 +29,6 @@ from robot_rl.safety.filters import (
     action_clip,
     check_finite,
     estimated_torque,
-    missed_deadlines,
-    overrun_check,
     position_bounds,
     position_limit,
     rate_limit,
