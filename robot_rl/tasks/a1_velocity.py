@@ -66,6 +66,9 @@ REWARDS_FLAT = RewardsCfg(
         RewardTerm("lin_vel_z", -2.0),
         RewardTerm("ang_vel_xy", -0.05),
         RewardTerm("orientation", -1.0),
+        # Without it, pushes every few seconds teach a crouch (base ~0.14 m, half the standing height): low is
+        # stable, and the gate calls it a fall. Target: the spec's sim_model.base_height.
+        RewardTerm("base_height", -20.0),
         RewardTerm("torques", -0.0002),
         RewardTerm("dof_acc", -2.5e-7),
         RewardTerm("action_rate", -0.01),
@@ -118,7 +121,9 @@ PPO = PPOCfg(
 
 def _terminations() -> TerminationsCfg:
     spec = load_robot(ROBOT)
-    return TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.12, base_contact=True)
+    # Half the nominal base height: where the sim2sim gate calls it a fall (GateConfig.fall_height_fraction).
+    return TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.5 * spec.sim_model.base_height,
+                           base_contact=True)
 
 
 def a1_flat() -> TaskCfg:
