@@ -1,0 +1,117 @@
+"""The MuJoCo Warp backend against the CPU env, on warp's CPU device (no GPU needed).
+
+Cost: the first run on a machine compiles MuJoCo Warp's kernels (≈ 30–45 s on 2 cores); warp caches them under
+the user cache directory (``~/.cache/warp``), and later runs load them (an env builds in ≈ 6 s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco_warp", reason="the warp backend needs the gpu extra: pip install 'robot-rl[gpu]'")
+
+import torch  # noqa: E402
+
+from robot_rl.core.errors import RobotRLError  # noqa: E402
+from robot_rl.learn.ppo import read_checkpoint_info  # noqa: E402
+from robot_rl.learn.train import TrainArgs, train  # noqa: E402
+from robot_rl.sim.mujoco_vec_env import MujocoVecEnv  # noqa: E402
+from robot_rl.sim.warp_vec_env import WarpVecEnv  # noqa: E402
+from robot_rl.tasks.registry import make_task  # noqa: E402
+from robot_rl.typed_yaml import ConfigError  # noqa: E402
+
+N = 4
+STEPS = 300  # 6 s of walking in place at 50 Hz
+# Tolerances: MuJoCo Warp integrates in float32, the CPU env in float64. Over these 300 steps the A1 (4 envs,
+# a stepping gait from the actions below) measured ≤ 1e-6 rad / 1e-5 rad/s / 4e-7 m / 2e-8 reward apart on
+# this machine; the bounds leave 3 orders of magnitude for other CPUs' rounding and MuJoCo Warp's solver
+# iterations without letting a diverging trajectory (a foot landing elsewhere: ≥ 1e-2) pass.
+TOL_Q, TOL_DQ, TOL_BASE, TOL_REWARD = 1e-3, 1e-2, 1e-3, 1e-4
+
+
+def _gait(k: int, dt: float) -> np.ndarray:
+    """Each env its own phase of a stepping motion (every joint ±0.3 raw action at 1.5 Hz)."""
+    return 0.3 * np.sin(2 * np.pi * 1.5 * k * dt + 0.7 * np.arange(12)[None] + np.arange(N)[:, None])
+
+
+def test_warp_env_follows_the_cpu_env_from_the_same_state_under_the_same_actions() -> None:
+    task = make_task("a1-flat")
+    cmd = (0.5, 0.0, 0.0)
+    cpu = MujocoVecEnv(task, N, seed=0, randomize=False, nthread=1, fixed_command=cmd)
+    gpu = WarpVecEnv(task, N, seed=0, randomize=False, device="cpu", fixed_command=cmd)
+    nq, nv = cpu.models[0].nq, cpu.models[0].nv
+    gpu.set_physics_state(cpu.state[:, 1 : 1 + nq], cpu.state[:, 1 + nq : 1 + nq + nv])  # the same random yaw
+    np.testing.assert_allclose(gpu.actor_obs.numpy(), cpu.actor_obs, atol=1e-6)
+    np.testing.assert_allclose(gpu.critic_obs.numpy(), cpu.critic_obs, atol=1e-6)
+    worst = dict.fromkeys(("q", "dq", "base", "reward", "obs"), 0.0)
+    for k in range(STEPS):
+        action = _gait(k, cpu.dt)
+        a, b = cpu.step(action), gpu.step(torch.as_tensor(action))
+        q_a, dq_a = cpu.joint_state()
+        q_b, dq_b = gpu.joint_state()
+        np.testing.assert_array_equal(b.terminated.numpy(), a.terminated)
+        worst["q"] = max(worst["q"], float(np.abs(q_b.numpy() - q_a).max()))
+        worst["dq"] = max(worst["dq"], float(np.abs(dq_b.numpy() - dq_a).max()))
+        worst["base"] = max(worst["base"], float(np.abs(gpu.qpos[:, :7].numpy() - cpu.state[:, 1:8]).max()))
+        worst["reward"] = max(worst["reward"], float(np.abs(b.reward.numpy() - a.reward).max()))
+        worst["obs"] = max(worst["obs"], float(np.abs(b.critic_obs.numpy() - a.critic_obs).max()))
+    assert not a.terminated.any()  # the comparison ran on standing, stepping robots, not on resets
+    assert worst["q"] < TOL_Q and worst["dq"] < TOL_DQ and worst["base"] < TOL_BASE, worst
+    assert worst["reward"] < TOL_REWARD and worst["obs"] < 10 * TOL_Q, worst
+    assert np.abs(gpu.qpos[:, :2].numpy() - cpu.state[:, 1:3]).max() < TOL_BASE
+    assert np.abs(cpu.state[:, 1:3] - cpu._template[1:3]).max() > 1e-3  # the bases moved: a real trajectory
+    cpu.close()
+
+
+def test_randomization_writes_per_world_model_fields_and_their_derived_constants() -> None:
+    task = make_task("a1-flat")
+    env = WarpVecEnv(task, N, seed=1, randomize=True, device="cpu")
+    nom, cfg = env.nominal, task.randomization
+    friction = env.batched.friction[:, 0, 0].numpy() / nom.base_friction
+    assert np.all((friction >= cfg.friction_scale[0] - 1e-6) & (friction <= cfg.friction_scale[1] + 1e-6))
+    assert len(np.unique(friction.round(6))) == N  # one draw per world
+    mass = env.batched.mass.numpy()
+    base_add = mass[:, nom.base_body] - nom.body_mass[nom.base_body]  # the base's links scale is 1 ± 10 %
+    assert np.all(np.abs(base_add) < cfg.base_mass_add_kg[1] + 0.1 * nom.body_mass[nom.base_body])
+    # mujoco_warp.set_const ran per world: the world body's subtree mass is each world's total mass.
+    import warp as wp
+
+    subtree = wp.to_torch(env.model.body_subtreemass)[:, 0].numpy()
+    np.testing.assert_allclose(subtree, mass.sum(axis=1), rtol=1e-5)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        result = env.step(torch.as_tensor(rng.uniform(-0.5, 0.5, size=(N, 12))))
+        assert torch.isfinite(result.actor_obs).all() and result.actor_obs.shape == (N, env.num_actor_obs)
+        assert result.critic_obs.shape == (N, env.num_critic_obs) and result.reward.shape == (N,)
+
+
+def test_a_fallen_robot_terminates_and_restarts() -> None:
+    env = WarpVecEnv(make_task("a1-flat"), 2, seed=2, randomize=False, device="cpu")
+    qpos, qvel = env.qpos.clone(), env.qvel.clone()
+    qpos[0, 2] = 0.05  # base on the ground: below the task's minimum height, the trunk touching the floor
+    env.set_physics_state(qpos, qvel)
+    for _ in range(3):
+        result = env.step(torch.zeros(2, 12))
+        if result.terminated[0]:
+            break
+    assert bool(result.terminated[0]) and not bool(result.terminated[1])
+    assert int(env.episode_length[0]) == 0 and float(env.qpos[0, 2]) > 0.2  # restarted, standing
+    assert set(result.log) >= {"Episode/length_s", "Episode/fell", "Episode/lin_vel_error_m_s"}
+    assert float(result.log["Episode/fell"]) == 1.0
+
+
+def test_training_runs_on_the_warp_backend(tmp_path) -> None:
+    final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, backend="warp", device="cpu", num_envs=4,
+                            max_iterations=2, num_steps_per_env=8, progress=False))
+    info = read_checkpoint_info(final)
+    assert final.name == "model_1.pt" and info["backend"] == "warp" and info["env_steps"] == 2 * 4 * 8
+
+
+def test_unsupported_tasks_and_devices_fail_with_one_line() -> None:
+    with pytest.raises(RobotRLError, match="terrain"):
+        WarpVecEnv(make_task("a1-rough"), 2, device="cpu")
+    with pytest.raises(RobotRLError, match="--device 'tpu'"):
+        WarpVecEnv(make_task("a1-flat"), 2, device="tpu")
+    with pytest.raises(ConfigError, match="needs --backend warp"):
+        train(TrainArgs(task="a1-flat", device="cuda:0", log_dir=None))
