@@ -210,7 +210,7 @@ class TaskRunner(OnPolicyRunner):
         with self._quiet():
             self._log(**kw)
         if self._on_iteration is not None:
-            steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+            steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # every rank's envs
             info = {
                 "iteration": kw["it"] + 1,
                 "steps_per_s": steps / max(kw["collect_time"] + kw["learn_time"], 1e-9),

@@ -49,7 +49,7 @@ def import_warp():
         import warp
     except ImportError as exc:
         raise WarpUnavailable(f"--backend warp needs MuJoCo Warp: pip install 'robot-rl[gpu]' ({exc})") from None
-    warp.config.quiet = True  # before mujoco_warp's import initialises warp: no line per kernel module loaded
+    warp.config.log_level = warp.LOG_WARNING  # no line per kernel module loaded
     try:
         import mujoco_warp
     except ImportError as exc:

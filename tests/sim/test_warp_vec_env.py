@@ -11,15 +11,15 @@ import pytest
 
 pytest.importorskip("mujoco_warp", reason="the warp backend needs the gpu extra: pip install 'robot-rl[gpu]'")
 
-import torch  # noqa: E402
+import torch
 
-from robot_rl.core.errors import RobotRLError  # noqa: E402
-from robot_rl.learn.ppo import read_checkpoint_info  # noqa: E402
-from robot_rl.learn.train import TrainArgs, train  # noqa: E402
-from robot_rl.sim.mujoco_vec_env import MujocoVecEnv  # noqa: E402
-from robot_rl.sim.warp_vec_env import WarpVecEnv  # noqa: E402
-from robot_rl.tasks.registry import make_task  # noqa: E402
-from robot_rl.typed_yaml import ConfigError  # noqa: E402
+from robot_rl.core.errors import RobotRLError
+from robot_rl.learn.ppo import read_checkpoint_info
+from robot_rl.learn.train import TrainArgs, train
+from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+from robot_rl.sim.warp_vec_env import WarpVecEnv
+from robot_rl.tasks.registry import make_task
+from robot_rl.typed_yaml import ConfigError
 
 N = 4
 STEPS = 300  # 6 s of walking in place at 50 Hz
