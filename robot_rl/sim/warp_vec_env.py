@@ -217,12 +217,7 @@ class WarpVecEnv:
 
     def _reset_envs(self, ids: torch.Tensor) -> None:
         cfg, k, gen = self.dr_cfg, len(ids), self.gen
-        sample = sample_model(cfg, self.nominal, k, self._tdev, gen)
-        self.batched.apply(ids, sample)
-        if self.batched.randomizes_masses:
-            self._set_const()
-        self.kp[ids] = self._spec_kp * sample["kp_scale"] * sample["motor_strength"]
-        self.kd[ids] = self._spec_kd * sample["kd_scale"] * sample["motor_strength"]
+        self.apply_model_sample(ids, sample_model(cfg, self.nominal, k, self._tdev, gen))
 
         idx = self._policy_idx
         q = self.default_q + self._uniform(cfg.init_joint_pos_rad, k, self.num_joints)
@@ -249,6 +244,15 @@ class WarpVecEnv:
         if self._vel_errors is not None:
             self._vel_errors.reset(ids)
         self._steps_taken[ids] = 0
+
+    def apply_model_sample(self, ids: torch.Tensor, sample: dict[str, torch.Tensor]) -> None:
+        """Envs ``ids`` get the draw ``sample`` (``warp_model.sample_model``'s fields, rows for ``ids``): the batched
+        model fields, the constants derived from the masses, the PD gains."""
+        self.batched.apply(ids, sample)
+        if self.batched.randomizes_masses:
+            self._set_const()
+        self.kp[ids] = self._spec_kp * sample["kp_scale"] * sample["motor_strength"]
+        self.kd[ids] = self._spec_kd * sample["kd_scale"] * sample["motor_strength"]
 
     def _sample_commands(self, k: int) -> torch.Tensor:
         """The task's command term on the device (uniform over the ranges; velocity commands' standing rules)."""

@@ -115,3 +115,45 @@ def test_unsupported_tasks_and_devices_fail_with_one_line() -> None:
         WarpVecEnv(make_task("a1-flat"), 2, device="tpu")
     with pytest.raises(ConfigError, match="needs --backend warp"):
         train(TrainArgs(task="a1-flat", device="cuda:0", log_dir=None))
+
+
+def test_a_randomized_model_steps_alike_on_both_backends() -> None:
+    """One draw of the model terms (friction, masses, COM, gains, motor strength) written into the CPU env's model
+    copies (``dr.apply_model_sample``, ``mj_setConst``) and into the warp env's batched fields (``set_const``):
+    the robots then move alike, as in the DR-off comparison."""
+    import dataclasses
+
+    from robot_rl.sim import randomization as dr
+
+    task = make_task("a1-flat")
+    quiet = dr.with_overrides(task.randomization, {"action_latency_steps": (0, 0), "push_interval_s": None,
+                                                   "observation_noise": False, "init_joint_pos_rad": 0.0,
+                                                   "init_joint_vel_rad_s": 0.0})
+    task = dataclasses.replace(task, randomization=quiet)  # the model terms only
+    cmd = (0.5, 0.0, 0.0)
+    cpu = MujocoVecEnv(task, N, seed=0, nthread=1, fixed_command=cmd)
+    gpu = WarpVecEnv(task, N, seed=0, device="cpu", fixed_command=cmd)
+    sample = dr.sample_model(quiet, cpu.nominal, np.random.default_rng(5), N)
+    for i in range(N):
+        dr.apply_model_sample(cpu.models[i], cpu._scratch, cpu.nominal, sample.row(i))
+    cpu.kp[:] = cpu.spec.kp * sample.kp_scale * sample.motor_strength
+    cpu.kd[:] = cpu.spec.kd * sample.kd_scale * sample.motor_strength
+    gpu.apply_model_sample(torch.arange(N), {f.name: torch.as_tensor(getattr(sample, f.name), dtype=torch.float32)
+                                            for f in dataclasses.fields(sample)})
+    nq, nv = cpu.models[0].nq, cpu.models[0].nv
+    gpu.set_physics_state(cpu.state[:, 1 : 1 + nq], cpu.state[:, 1 + nq : 1 + nq + nv])
+    import warp as wp
+
+    for name in ("body_mass", "body_invweight0", "dof_invweight0", "body_subtreemass", "geom_friction"):
+        warp_values = wp.to_torch(getattr(gpu.model, name)).numpy().reshape(N, -1)
+        cpu_values = np.stack([getattr(m, name).ravel() for m in cpu.models])
+        np.testing.assert_allclose(warp_values, cpu_values, rtol=1e-4, atol=1e-6, err_msg=name)
+    worst = 0.0
+    for k in range(150):
+        action = _gait(k, cpu.dt)
+        a, b = cpu.step(action), gpu.step(torch.as_tensor(action))
+        np.testing.assert_array_equal(b.terminated.numpy(), a.terminated)
+        worst = max(worst, float(np.abs(gpu.joint_state()[0].numpy() - cpu.joint_state()[0]).max()))
+        assert float(np.abs(b.reward.numpy() - a.reward).max()) < TOL_REWARD
+    assert worst < TOL_Q, worst
+    cpu.close()
