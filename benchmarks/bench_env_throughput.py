@@ -92,7 +92,7 @@ def bench_loop(env: MujocoVecEnv, states: list, ctrls: list, threads: int) -> fl
     return n * len(ctrls) / elapsed
 
 
-def bench_warp(n: int, device: str, workload: str, scale: float, repeats: int, steps: int) -> tuple:
+def bench_warp(n: int, device: str, scale: float, repeats: int, steps: int) -> tuple:
     """(decimation, medians {warp env, warp ceiling, cpu env} in policy steps/s, ratio env/ceiling per repeat)."""
     import torch
 
@@ -140,7 +140,7 @@ def warp_main(args: argparse.Namespace) -> int:
     rows = []
     for workload, scale in WORKLOADS.items():
         for n in args.envs:
-            dec, med, ratios = bench_warp(n, args.device, workload, scale, args.repeats, args.steps)
+            dec, med, ratios = bench_warp(n, args.device, scale, args.repeats, args.steps)
             rows.append(f"| {workload} | {n} | **{med['warp env']:,.0f}** | {med['warp ceiling']:,.0f} | "
                         f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}] | "
                         f"{med['cpu env']:,.0f} | {med['warp env'] / med['cpu env']:.2f} |")
@@ -149,16 +149,39 @@ def warp_main(args: argparse.Namespace) -> int:
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else f"warp CPU ({_cpu_name()})"
     table = "\n".join([
         f"Device: {device}; CPU: {_cpu_name()}, {os.cpu_count()} cores. Policy steps/s (× {dec} = physics steps/s), "
-        f"medians over {args.repeats} repeats of {args.steps} steps.\n",
+        f"medians over {args.repeats} repeats of {args.steps} steps. *warp env*: `WarpVecEnv.step` (physics, DR "
+        "resets, pushes, latency, rewards, observations on the device); *warp ceiling*: the same batched model and "
+        "data stepped alone (decimation × `mujoco_warp.step`); *cpu env*: `MujocoVecEnv.step` on the same N in the "
+        "same run, all cores.\n",
         "| workload | envs | warp env policy steps/s | warp ceiling (physics alone) | ratio env/ceiling [min–max] | "
         "cpu env policy steps/s (same run) | warp / cpu |",
         "|" + "---|" * 7, *rows])
     print(table)
     if args.markdown_out:
-        with open(args.markdown_out, "w") as f:
-            f.write(f"Command: `{' '.join(['python', *sys.argv])}`\n\n{table}\n")
-        print(f"wrote {args.markdown_out}")
+        write_section(args.markdown_out, WARP_SECTION, f"Command: `{' '.join(['python', *sys.argv])}`\n\n{table}\n")
     return 0
+
+
+TITLE = "# Env throughput (a1-flat, domain randomization on)"
+CPU_SECTION, WARP_SECTION = "## CPU backend (mujoco.rollout)", "## Warp backend (MuJoCo Warp)"
+
+
+def write_section(path: str, heading: str, body: str) -> None:
+    """Replace one backend's section of the results page (or add it), keeping the other's."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = TITLE + "\n"
+    sections: dict[str, str] = {}
+    for chunk in text.split("\n## ")[1:]:
+        name, _, rest = chunk.partition("\n")
+        sections["## " + name] = rest.strip("\n")
+    sections[heading] = body.strip("\n")
+    head = text.split("\n## ")[0].rstrip("\n")
+    with open(path, "w") as f:
+        f.write(head + "\n\n" + "\n\n".join(f"{k}\n\n{v}" for k, v in sections.items()) + "\n")
+    print(f"wrote {path}")
 
 
 def _cpu_name() -> str:
@@ -223,7 +246,6 @@ def main() -> int:
         machine = f"{_cpu_name()}, {threads} cores, Python {sys.version.split()[0]}"
         command = " ".join(["python", *sys.argv])
         text = (
-            "# Env throughput (a1-flat, domain randomization on)\n\n"
             f"Command: `{command}`\n\nMachine: {machine}, MuJoCo {mujoco.__version__}, shared with other jobs "
             f"(compare ratios, not absolute rates). Medians over {args.repeats} repeats of {args.steps} policy "
             "steps; physics steps = policy steps × decimation (4). The ceiling is `mujoco.rollout` alone re-run "
@@ -232,9 +254,7 @@ def main() -> int:
             "the same work (the design alternative; rollout was chosen).\n\n"
             f"{table}\n"
         )
-        with open(args.markdown_out, "w") as f:
-            f.write(text)
-        print(f"wrote {args.markdown_out}")
+        write_section(args.markdown_out, CPU_SECTION, text)
     return 0
 
 
