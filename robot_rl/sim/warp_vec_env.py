@@ -19,8 +19,6 @@ Unitree velocity tasks); ``warp_model.unsupported_reason`` says why another task
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 
@@ -96,7 +94,7 @@ class WarpVecEnv:
             q = np.empty(4)
             mujoco.mju_mat2Quat(q, np.ascontiguousarray(imu, dtype=np.float64).ravel())
             self._imu_quat = t(q)
-        self._stream, self._graph = None, None
+        self._graph = None
         self._capture_step()
 
         # Actuation and randomization.
@@ -143,34 +141,31 @@ class WarpVecEnv:
     # Physics
 
     def _capture_step(self) -> None:
-        """One physics step; on a GPU captured once as a CUDA graph on torch's stream (kernels in order with the
-        torch ops around them, one launch per substep). The first step compiles the kernels (or loads them from the
-        cache); it runs on the initial state, which ``reset`` then overwrites."""
+        """One physics step; on a GPU (with warp's memory pool, which capture needs) captured once as a CUDA graph
+        and replayed per substep, as MuJoCo Warp's own tools and mjlab do. Warp's streams are blocking streams, so its
+        work is ordered with torch's on the CUDA default stream (torch's unless a caller picks another) without a host
+        synchronisation. The first step compiles the kernels (or loads them from the cache); it runs on the initial
+        state, which ``reset`` then overwrites."""
         wp, mjw = self._wp, self._mjw
         with wp.ScopedDevice(self.device):
-            if self.device.startswith("cuda"):
-                self._stream = wp.stream_from_torch(torch.cuda.current_stream(self._tdev))
-                with wp.ScopedStream(self._stream):
-                    mjw.step(self.model, self.data)  # compile and load every kernel before capturing
-                    with wp.ScopedCapture() as capture:
-                        mjw.step(self.model, self.data)
+            mjw.step(self.model, self.data)
+            wp.synchronize_device(self.device)
+            device = wp.get_device(self.device)
+            if device.is_cuda and wp.is_mempool_enabled(device):
+                with wp.ScopedCapture() as capture:
+                    mjw.step(self.model, self.data)
                 self._graph = capture.graph
-            else:
-                mjw.step(self.model, self.data)
-                wp.synchronize_device(self.device)
 
     def _physics_step(self) -> None:
-        if self._graph is not None:
-            self._wp.capture_launch(self._graph, stream=self._stream)
-        else:
-            with self._wp.ScopedDevice(self.device):
+        with self._wp.ScopedDevice(self.device):
+            if self._graph is not None:
+                self._wp.capture_launch(self._graph)
+            else:
                 self._mjw.step(self.model, self.data)
 
     def _set_const(self) -> None:
         """Constants derived from the masses (invweight, subtree masses), per world, as ``mj_setConst``."""
-        wp = self._wp
-        stream = wp.ScopedStream(self._stream) if self._stream is not None else contextlib.nullcontext()
-        with wp.ScopedDevice(self.device), stream:
+        with self._wp.ScopedDevice(self.device):
             self._mjw.set_const(self.model, self.data)
 
     def set_physics_state(self, qpos: np.ndarray | torch.Tensor, qvel: np.ndarray | torch.Tensor) -> None:
