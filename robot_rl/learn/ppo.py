@@ -240,6 +240,8 @@ class TaskRunner(OnPolicyRunner):
             group["lr"] = learning_rate
 
     def load(self, path: str, *args: Any, **kwargs: Any) -> dict:
+        if not args:  # onto this runner's device: a checkpoint trained on a GPU loads on a CPU, and the other way
+            kwargs.setdefault("map_location", str(self.device))
         infos = super().load(path, *args, **kwargs)
         # rsl_rl's logger counts steps from zero in every process: carry the resumed run's count, so a
         # checkpoint (and the model card written from it) records the policy's whole training.

@@ -35,31 +35,40 @@ def _gait(k: int, dt: float) -> np.ndarray:
     return 0.3 * np.sin(2 * np.pi * 1.5 * k * dt + 0.7 * np.arange(12)[None] + np.arange(N)[:, None])
 
 
-def test_warp_env_follows_the_cpu_env_from_the_same_state_under_the_same_actions() -> None:
+# Warp's CPU device everywhere; a GPU too where torch and warp see one (a session lent a GPU runs both).
+DEVICES = ["cpu", *(["cuda:0"] if torch.cuda.is_available() else [])]
+
+
+def _np(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_warp_env_follows_the_cpu_env_from_the_same_state_under_the_same_actions(device: str) -> None:
     task = make_task("a1-flat")
     cmd = (0.5, 0.0, 0.0)
     cpu = MujocoVecEnv(task, N, seed=0, randomize=False, nthread=1, fixed_command=cmd)
-    gpu = WarpVecEnv(task, N, seed=0, randomize=False, device="cpu", fixed_command=cmd)
+    gpu = WarpVecEnv(task, N, seed=0, randomize=False, device=device, fixed_command=cmd)
     nq, nv = cpu.models[0].nq, cpu.models[0].nv
     gpu.set_physics_state(cpu.state[:, 1 : 1 + nq], cpu.state[:, 1 + nq : 1 + nq + nv])  # the same random yaw
-    np.testing.assert_allclose(gpu.actor_obs.numpy(), cpu.actor_obs, atol=1e-6)
-    np.testing.assert_allclose(gpu.critic_obs.numpy(), cpu.critic_obs, atol=1e-6)
+    np.testing.assert_allclose(_np(gpu.actor_obs), cpu.actor_obs, atol=1e-6)
+    np.testing.assert_allclose(_np(gpu.critic_obs), cpu.critic_obs, atol=1e-6)
     worst = dict.fromkeys(("q", "dq", "base", "reward", "obs"), 0.0)
     for k in range(STEPS):
         action = _gait(k, cpu.dt)
-        a, b = cpu.step(action), gpu.step(torch.as_tensor(action))
+        a, b = cpu.step(action), gpu.step(torch.as_tensor(action, device=device))
         q_a, dq_a = cpu.joint_state()
         q_b, dq_b = gpu.joint_state()
-        np.testing.assert_array_equal(b.terminated.numpy(), a.terminated)
-        worst["q"] = max(worst["q"], float(np.abs(q_b.numpy() - q_a).max()))
-        worst["dq"] = max(worst["dq"], float(np.abs(dq_b.numpy() - dq_a).max()))
-        worst["base"] = max(worst["base"], float(np.abs(gpu.qpos[:, :7].numpy() - cpu.state[:, 1:8]).max()))
-        worst["reward"] = max(worst["reward"], float(np.abs(b.reward.numpy() - a.reward).max()))
-        worst["obs"] = max(worst["obs"], float(np.abs(b.critic_obs.numpy() - a.critic_obs).max()))
+        np.testing.assert_array_equal(_np(b.terminated), a.terminated)
+        worst["q"] = max(worst["q"], float(np.abs(_np(q_b) - q_a).max()))
+        worst["dq"] = max(worst["dq"], float(np.abs(_np(dq_b) - dq_a).max()))
+        worst["base"] = max(worst["base"], float(np.abs(_np(gpu.qpos[:, :7]) - cpu.state[:, 1:8]).max()))
+        worst["reward"] = max(worst["reward"], float(np.abs(_np(b.reward) - a.reward).max()))
+        worst["obs"] = max(worst["obs"], float(np.abs(_np(b.critic_obs) - a.critic_obs).max()))
     assert not a.terminated.any()  # the comparison ran on standing, stepping robots, not on resets
     assert worst["q"] < TOL_Q and worst["dq"] < TOL_DQ and worst["base"] < TOL_BASE, worst
     assert worst["reward"] < TOL_REWARD and worst["obs"] < 10 * TOL_Q, worst
-    assert np.abs(gpu.qpos[:, :2].numpy() - cpu.state[:, 1:3]).max() < TOL_BASE
+    assert np.abs(_np(gpu.qpos[:, :2]) - cpu.state[:, 1:3]).max() < TOL_BASE
     assert np.abs(cpu.state[:, 1:3] - cpu._template[1:3]).max() > 1e-3  # the bases moved: a real trajectory
     cpu.close()
 
@@ -101,8 +110,9 @@ def test_a_fallen_robot_terminates_and_restarts() -> None:
     assert float(result.log["Episode/fell"]) == 1.0
 
 
-def test_training_runs_on_the_warp_backend(tmp_path) -> None:
-    final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, backend="warp", device="cpu", num_envs=4,
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_runs_on_the_warp_backend(tmp_path, device: str) -> None:
+    final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, backend="warp", device=device, num_envs=4,
                             max_iterations=2, num_steps_per_env=8, progress=False))
     info = read_checkpoint_info(final)
     assert final.name == "model_1.pt" and info["backend"] == "warp" and info["env_steps"] == 2 * 4 * 8
