@@ -135,6 +135,7 @@ class WarpVecEnv:
         self.critic_obs_builder = tt.TorchObservationBuilder(task.critic_obs, n, *dims, device=dev)
         self.num_actor_obs, self.num_critic_obs = self.actor_obs_builder.dim, self.critic_obs_builder.dim
         self.last_finished: dict[str, torch.Tensor] = {}
+        self.final_obs_inputs: ObsInputs | None = None
         self.reset()
 
     # ------------------------------------------------------------------------------------------------
@@ -338,6 +339,9 @@ class WarpVecEnv:
             ids = torch.nonzero(done).squeeze(1)
             finished = self._episode_metrics(ids, terminated)
             log = {k: v.mean() for k, v in finished.items()}
+            # What the finished envs' last observation is built from (Gymnasium's final_obs), as the CPU env keeps.
+            self.final_obs_inputs = ObsInputs(**{k: None if v is None else v.clone()
+                                                 for k, v in vars(self._obs_inputs(f)).items()})
         self._resample_commands()
         if any_done:
             self._reset_envs(ids)

@@ -167,3 +167,24 @@ def test_a_randomized_model_steps_alike_on_both_backends() -> None:
         assert float(np.abs(b.reward.numpy() - a.reward).max()) < TOL_REWARD
     assert worst < TOL_Q, worst
     cpu.close()
+
+
+def test_the_gymnasium_adapter_runs_the_warp_backend() -> None:
+    from robot_rl.sim.gym_vector import MujocoGymVectorEnv
+
+    env = MujocoGymVectorEnv("a1-flat", 3, seed=0, backend="warp", device="cpu")
+    obs, info = env.reset(seed=1)
+    assert isinstance(obs, np.ndarray) and obs.shape == (3, 45) and info["critic_obs"].shape == (3, 48)
+    env.action_space.seed(0)
+    for _ in range(400):
+        obs, rew, term, _, info = env.step(env.action_space.sample())
+        assert obs.shape == (3, 45) and rew.shape == (3,) and rew.dtype == np.float64
+        if term.any():
+            break
+    assert term.any(), "random actions should make an A1 fall within 8 s"
+    i = int(np.flatnonzero(term)[0])
+    joints = slice(9, 21)  # the finished env's final observation is its fallen state, obs the fresh reset
+    assert info["_final_obs"][i] and np.abs(info["final_obs"][i, joints]).max() > 0.2
+    assert np.abs(obs[i, joints]).max() < 0.1
+    assert isinstance(info["episode"]["Episode/fell"], float)
+    env.close()
