@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
@@ -164,7 +164,7 @@ def train(args: TrainArgs) -> Path | None:
     return final
 
 
-def train_runner(args: TrainArgs):
+def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     """Run training; returns (the runner, the final checkpoint or None where this rank writes none)."""
     started = time.monotonic()
     task = configure_task(args)  # bad task names and overrides fail here, before the heavy imports

@@ -74,12 +74,15 @@ class WarpVecEnv:
                                                spec.sim_model.base_friction)
         with wp.ScopedDevice(self.device):
             self.batched = BatchedModel.put(mjw, wp, mjm, self.nominal, cfg, n)
+            # Constraint rows per world: 128 = 32 pyramidal contacts (4 rows each); a world that overflows them (or
+            # the contact buffers) is ended as an unstable one is (``d.overflow``), not stepped with dropped contacts.
             self.data = mjw.put_data(mjm, scratch, nworld=n, njmax=128)
         self.model = self.batched.model
         d = self.data
         self.qpos, self.qvel = wp.to_torch(d.qpos), wp.to_torch(d.qvel)
         self.ctrl, self.sensordata = wp.to_torch(d.ctrl), wp.to_torch(d.sensordata)
         self._warmstart = wp.to_torch(d.qacc_warmstart)
+        self._overflow = wp.to_torch(d.overflow)
         self._qpos0, self._qvel0 = t(scratch.qpos), t(scratch.qvel)
         self._warmstart0 = t(scratch.qacc_warmstart)
         self._q_idx, self._dq_idx = t(robot.qpos_adr[idx], torch.long), t(robot.qvel_adr[idx], torch.long)
@@ -223,6 +226,7 @@ class WarpVecEnv:
         qpos[:, self._q_idx], qvel[:, self._dq_idx] = q, dq
         qpos[:, self._p + 3 : self._p + 7] = tt.yaw_quat(self._uniform(np.pi, k))
         self.qpos[ids], self.qvel[ids], self._warmstart[ids] = qpos, qvel, self._warmstart0
+        self._overflow[ids] = 0
         self.commands[ids] = self._sample_commands(k)
 
         self.episode_length[ids] = 0
@@ -303,7 +307,7 @@ class WarpVecEnv:
             if self._base_contact is not None:
                 base_contact |= s[:, self._base_contact] > 0
         torque /= self.decimation
-        unstable = ~(torch.isfinite(self.qpos).all(1) & torch.isfinite(self.qvel).all(1))
+        unstable = ~(torch.isfinite(self.qpos).all(1) & torch.isfinite(self.qvel).all(1)) | (self._overflow != 0)
         self.episode_length += 1
         self._steps_taken += 1
 
