@@ -43,8 +43,8 @@ class WarpUnavailable(RobotRLError, ImportError):
 
 def import_warp():
     """(warp, mujoco_warp), warp initialised quietly. Compiled kernels persist in warp's kernel cache (under the
-    user cache directory, ``~/.cache/warp``): the first run compiles them (≈ 30 s on warp's CPU device), later
-    runs load them."""
+    user cache directory, ``~/.cache/warp``): the first run compiles them (≈ 40–50 s on warp's CPU device, 2 cores),
+    later runs load them."""
     try:
         import warp
     except ImportError as exc:

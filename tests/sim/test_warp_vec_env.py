@@ -1,7 +1,7 @@
 """The MuJoCo Warp backend against the CPU env, on warp's CPU device (no GPU needed).
 
-Cost: the first run on a machine compiles MuJoCo Warp's kernels (≈ 30–45 s on 2 cores); warp caches them under
-the user cache directory (``~/.cache/warp``), and later runs load them (an env builds in ≈ 6 s).
+Cost: the first run on a machine compiles MuJoCo Warp's kernels (≈ 50 s on 2 busy cores: this file took 87 s cold,
+25–40 s warm); warp caches them under the user cache directory (``~/.cache/warp``) and later runs load them.
 """
 
 from __future__ import annotations
