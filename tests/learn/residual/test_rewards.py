@@ -43,7 +43,7 @@ def test_terms_the_robot_cannot_measure_are_dropped_once_and_listed():
     hardware_like = _state(spec.default_positions, np.zeros(j))  # no base velocity, no position, no contacts
     value = reward(hardware_like, np.array([0.5, 0.0, 0.0]), np.zeros(j), np.zeros(j))
     assert np.isfinite(value)
-    assert set(reward.dropped) == {"tracking_lin_vel", "lin_vel_z", "feet_air_time"}
+    assert set(reward.dropped) == {"tracking_lin_vel", "lin_vel_z", "feet_air_time", "base_height"}
     assert "tracking_ang_vel" in reward.used and "orientation" in reward.used
 
 
