@@ -1,4 +1,5 @@
-"""Train a task's policy with PPO: ``robot-rl train --task a1-flat`` (and ``sim/train.py``).
+"""Train a task's policy with PPO: ``robot-rl train --task a1-flat`` (and ``sim/train.py``); with FastTD3 (off-policy,
+``--algo fasttd3``, ``robot_rl.learn.offpolicy``) into the same run layout.
 
 Writes to ``<log-dir>/<task>/<run>/``: TensorBoard events, ``model_<it>.pt`` checkpoints (stamped with the
 task and robot-spec hash), ``config.json`` (the task and arguments), ``rsl_rl.log`` (rsl_rl's own
@@ -16,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import tyro
@@ -41,11 +42,12 @@ def require_ppo_task(task: TaskCfg) -> None:
 
 @dataclass(frozen=True)
 class TrainArgs:
-    """Train a policy for a task with PPO (rsl_rl) in the vectorized MuJoCo env."""
+    """Train a policy for a task with PPO (rsl_rl) or FastTD3 in the vectorized MuJoCo env."""
 
     task: str = "a1-flat"  # a task name (see robot_rl.tasks.registry)
-    num_envs: int | None = None  # default: the task's ppo.num_envs
-    max_iterations: int | None = None  # default: the task's ppo.max_iterations
+    algo: Literal["ppo", "fasttd3"] = "ppo"  # fasttd3: off-policy, the recipe's settings (robot_rl.learn.offpolicy)
+    num_envs: int | None = None  # default: the task's ppo.num_envs (fasttd3: its own)
+    max_iterations: int | None = None  # default: the task's ppo.max_iterations (fasttd3: its own)
     num_steps_per_env: int | None = None  # rollout length per iteration; default: the task's
     seed: int = 0
     log_dir: Path = Path("runs")
@@ -129,11 +131,16 @@ def train(args: TrainArgs) -> Path:
     task = configure_task(args)  # bad task names and overrides fail here, before the heavy imports
     spec = load_robot(task.robot)
 
+    from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_settings
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
     from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
     if args.resume is not None:
-        check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
+        info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
+        check_algorithm(info, args.algo, args.resume)
+    offpolicy = None  # FastTD3's settings (a PPO-only flag fails here)
+    if args.algo == "fasttd3":
+        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env)
     seed_everything(args.seed)
     set_torch_threads(args.torch_threads)
 
@@ -142,7 +149,11 @@ def train(args: TrainArgs) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     config = {"args": _jsonable(dataclasses.asdict(args)), "task": _jsonable(dataclasses.asdict(task)),
               "robot_spec_hash": spec.spec_hash}
+    if offpolicy is not None:
+        config["fasttd3"] = _jsonable(dataclasses.asdict(offpolicy))
     (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    if args.algo == "fasttd3":
+        return _train_fasttd3(args, task, spec, run_dir, started)
 
     env = MujocoVecEnv(task, task.ppo.num_envs, seed=args.seed, randomize=args.randomize,
                        nthread=args.physics_threads)
@@ -175,7 +186,21 @@ def train(args: TrainArgs) -> Path:
         finally:
             bar.close()
             env.close()
-    final = run_dir / f"model_{runner.current_learning_iteration}.pt"
+    return _done(run_dir / f"model_{runner.current_learning_iteration}.pt", task, started)
+
+
+def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started: float) -> Path:
+    from robot_rl.learn.offpolicy.train_loop import train_fasttd3
+
+    bar = _progress_bar(0, 0, args.progress)
+    try:
+        final = train_fasttd3(args, task, spec, run_dir, started, bar)
+    finally:
+        bar.close()
+    return _done(final, task, started)
+
+
+def _done(final: Path, task: TaskCfg, started: float) -> Path:
     minutes = (time.monotonic() - started) / 60
     print(f"done in {minutes:.1f} min; checkpoint: {final}")
     print(f"evaluate: python sim/play.py --task {task.name} --checkpoint {final}")
@@ -195,7 +220,7 @@ def _jsonable(value):
 
 
 def train_command(args: Annotated[TrainArgs, tyro.conf.arg(name="")]) -> int:
-    """Train a policy with PPO in the vectorized MuJoCo env."""
+    """Train a policy with PPO (or FastTD3: --algo fasttd3) in the vectorized MuJoCo env."""
     train(args)
     return 0
 
