@@ -26,6 +26,7 @@ from robot_rl.learn.offpolicy.config import FastTD3Cfg
 from robot_rl.learn.offpolicy.fasttd3 import FastTD3, checkpoint_cfg
 from robot_rl.learn.offpolicy.replay import NStepReplay
 from robot_rl.learn.ppo import checkpoint_info
+from robot_rl.learn.train import _postfix as progress_postfix  # PPO's progress bar text, the same fields
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.observations import ObservationBuilder
@@ -82,6 +83,9 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
     base = None if resume is None else dataclasses.replace(checkpoint_cfg(resume),
                                                            max_iterations=FastTD3Cfg.max_iterations)
     cfg = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, base)
+    if resume is not None:  # config.json records the settings this run uses: the checkpoint's
+        config = json.loads((run_dir / "config.json").read_text())
+        (run_dir / "config.json").write_text(json.dumps({**config, "fasttd3": _jsonable(cfg)}, indent=2))
     env = MujocoVecEnv(task, cfg.num_envs, seed=args.seed, randomize=args.randomize, nthread=args.physics_threads)
     n = env.num_envs
     final_obs = _FinalObs(env)
@@ -164,9 +168,7 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
                 last_log, steps_at_log = now, env_steps
                 for key, value in {**info, **losses}.items():
                     writer.add_scalar(key if "/" in key else f"Train/{key}", value, env_steps)
-                from robot_rl.learn.train import _postfix
-
-                bar.set_postfix_str(_postfix(info), refresh=False)
+                bar.set_postfix_str(progress_postfix(info), refresh=False)
             bar.update(1)
             seconds["log_save"] += time.perf_counter() - t6
             if args.max_minutes is not None and time.monotonic() - started > 60 * args.max_minutes:
@@ -178,6 +180,10 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
         env.close()
     _write_profile(run_dir / "profile.json", seconds, it - first + 1, cfg, n)
     return final
+
+
+def _jsonable(cfg: FastTD3Cfg) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
 
 
 def _write_profile(path: Path, seconds: dict[str, float], iterations: int, cfg: FastTD3Cfg, num_envs: int) -> None:

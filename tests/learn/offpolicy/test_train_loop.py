@@ -57,7 +57,7 @@ def test_a_run_writes_stamped_checkpoints_logs_and_its_profile(checkpoint):
 
 
 def test_resume_continues_the_count_and_the_networks(checkpoint, tmp_path):
-    final = train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 3}))
+    final = train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 3, "num_envs": None}))
     info = read_checkpoint_info(final)
     assert final.name == "model_14.pt" and info["env_steps"] == 12 * 4 + 3 * 4
     before, after = torch.load(checkpoint, weights_only=False), torch.load(final, weights_only=False)
@@ -66,6 +66,8 @@ def test_resume_continues_the_count_and_the_networks(checkpoint, tmp_path):
     for name, tensor in before["actor_state_dict"].items():
         assert torch.equal(after["actor_state_dict"][name], tensor)
     assert after["actor_normalizer"]["count"] > before["actor_normalizer"]["count"]
+    # the run's record names the settings it ran with: the checkpoint's (its envs), not the recipe's defaults
+    assert json.loads((final.parent / "config.json").read_text())["fasttd3"]["num_envs"] == 4
 
 
 def test_the_export_is_a_contract_policy_that_matches_the_torch_actor(checkpoint, exported):
