@@ -173,6 +173,7 @@ def train(args: TrainArgs) -> Path:
         runner = TaskRunner(vec, task, run_dir, console=console, on_iteration=report, provenance=provenance)
         if args.resume is not None:
             runner.load(str(args.resume))
+            env.continue_curriculum(runner.current_learning_iteration * task.ppo.num_steps_per_env)
             bar.write(f"resumed from {args.resume} (iteration {runner.current_learning_iteration})")
         bar.write(f"training {task.name}: {env.num_envs} envs × {task.ppo.num_steps_per_env} steps per iteration, "
                   f"{total} iterations → {run_dir}")

@@ -137,7 +137,10 @@ class MujocoVecEnv(TaskTermsMixin):
         self.kd = np.tile(spec.kd, (n, 1))
         self.strength = np.ones((n, spec.num_joints))
         self.delay = dr.ActionDelay(n, j, self.dr_cfg.max_latency_steps)
-        self._push_every = round(self.dr_cfg.push_interval_s / self.dt) if self.dr_cfg.push_interval_s else 0
+        self._push_probability = dr.push_probability(self.dr_cfg, self.dt) if self.floating else 0.0
+        self.stiff_contact = dr.stiff_contact_envs(n, self.dr_cfg.stiff_contact_fraction)
+        for i in np.flatnonzero(self.stiff_contact):
+            self.world.use_builder_contact(self.models[i])
 
         # Terrain patches, one per env.
         tcfg = task.terrain
@@ -232,6 +235,10 @@ class MujocoVecEnv(TaskTermsMixin):
         self._reset_envs(np.arange(self.num_envs))
         self._compute_obs()
         return self.actor_obs, self.critic_obs
+
+    def continue_curriculum(self, policy_steps: int) -> None:
+        """Resume the push curriculum where a checkpoint left it: ``policy_steps`` steps already taken per env."""
+        self._step_count = int(policy_steps)
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         if len(ids) == 0:
@@ -343,9 +350,12 @@ class MujocoVecEnv(TaskTermsMixin):
         self._ctrl[:] = self.robot.pd_ctrl(self._q_target, 0.0, self.kp, self.kd, 0.0)[:, None, :]
 
         self._step_count += 1
-        if self._push_every and self._step_count % self._push_every == 0 and self.floating:
-            v = self._qvel_off + self.robot.free_qvel_adr
-            self.state[:, v : v + 2] += dr.push_velocity(self.dr_cfg, self.rng, self.num_envs)
+        if self._push_probability:
+            pushed = self.rng.random(self.num_envs) < self._push_probability
+            if pushed.any():
+                v = self._qvel_off + self.robot.free_qvel_adr
+                scale = dr.push_scale(self.dr_cfg, self._step_count * self.dt)
+                self.state[pushed, v : v + 2] += dr.push_velocity(self.dr_cfg, self.rng, int(pushed.sum()), scale)
 
         expected_time = self.state[:, 0] + (self.decimation - 0.5) * self.models[0].opt.timestep
         self._pool.rollout(self.models, self._datas, self.state, self._ctrl, nstep=self.decimation,

@@ -38,6 +38,7 @@ class NominalModel:
     """The values DR scales around, copied from the compiled model before any randomization."""
 
     geom_friction: np.ndarray  # (ngeom, 3)
+    geom_solref: np.ndarray  # (ngeom, 2) contact (time constant, damping ratio)
     body_mass: np.ndarray  # (nbody,)
     body_inertia: np.ndarray  # (nbody, 3)
     body_ipos: np.ndarray  # (nbody, 3)
@@ -59,6 +60,7 @@ class NominalModel:
         robot = np.array([b for b in range(1, model.nbody) if model.body_mass[b] > 0 and b not in objects], dtype=int)
         return cls(
             geom_friction=model.geom_friction.copy(),
+            geom_solref=model.geom_solref.copy(),
             body_mass=model.body_mass.copy(),
             body_inertia=model.body_inertia.copy(),
             body_ipos=model.body_ipos.copy(),
@@ -82,28 +84,41 @@ class ModelSample:
     kp_scale: np.ndarray  # (n, joints)
     kd_scale: np.ndarray  # (n, joints)
     motor_strength: np.ndarray  # (n, joints)
+    contact_timeconst: np.ndarray  # (n,) contact solref time constant; 0: the model's own
 
     def row(self, i: int) -> ModelSample:
         return ModelSample(*(getattr(self, f.name)[i : i + 1] for f in dataclasses.fields(self)))
 
 
-def _uniform(rng: np.random.Generator, rng_range: Range | None, shape: tuple[int, ...]) -> np.ndarray:
+def _uniform(rng: np.random.Generator, rng_range: Range | None, shape: tuple[int, ...], corner_probability: float = 0.0,
+             off: float = 1.0) -> np.ndarray:
+    """Uniform over the range, except that with ``corner_probability`` a row (an env: all its joints or bodies
+    together, as the robustness suite's corners) sits at one end, either equally likely. ``off``: the value of
+    a switched-off term."""
     if rng_range is None:
-        return np.ones(shape)
-    return rng.uniform(rng_range[0], rng_range[1], size=shape)
+        return np.full(shape, off)
+    x = rng.uniform(rng_range[0], rng_range[1], size=shape)
+    if corner_probability > 0:
+        at_end = rng.random(shape[0]) < corner_probability
+        end = np.where(rng.random(shape[0]) < 0.5, rng_range[0], rng_range[1])
+        x[at_end] = end[at_end].reshape((-1,) + (1,) * (len(shape) - 1))
+    return x
 
 
 def sample_model(cfg: RandomizationCfg, nominal: NominalModel, rng: np.random.Generator, n: int) -> ModelSample:
     nu = len(nominal.spec_joints)
-    add = (0.0, 0.0) if cfg.base_mass_add_kg is None else cfg.base_mass_add_kg
+    p = cfg.corner_probability
+    c = cfg.com_offset_m
+    com = _uniform(rng, (-c, c), (n * 3,), p).reshape(n, 3)  # per axis: a corner is ±c on that axis
     return ModelSample(
-        friction_scale=_uniform(rng, cfg.friction_scale, (n,)),
-        base_mass_add=rng.uniform(add[0], add[1], size=n),
-        link_mass_scale=_uniform(rng, cfg.link_mass_scale, (n, len(nominal.robot_bodies))),
-        com_offset=rng.uniform(-cfg.com_offset_m, cfg.com_offset_m, size=(n, 3)),
-        kp_scale=_uniform(rng, cfg.kp_scale, (n, nu)),
-        kd_scale=_uniform(rng, cfg.kd_scale, (n, nu)),
-        motor_strength=_uniform(rng, cfg.motor_strength, (n, nu)),
+        friction_scale=_uniform(rng, cfg.friction_scale, (n,), p),
+        base_mass_add=_uniform(rng, cfg.base_mass_add_kg, (n,), p, off=0.0),
+        link_mass_scale=_uniform(rng, cfg.link_mass_scale, (n, len(nominal.robot_bodies)), p),
+        com_offset=com,
+        kp_scale=_uniform(rng, cfg.kp_scale, (n, nu), p),
+        kd_scale=_uniform(rng, cfg.kd_scale, (n, nu), p),
+        motor_strength=_uniform(rng, cfg.motor_strength, (n, nu), p),
+        contact_timeconst=_uniform(rng, cfg.contact_timeconst_s, (n,), p, off=0.0),
     )
 
 
@@ -111,7 +126,17 @@ def nominal_sample(nominal: NominalModel, n: int = 1) -> ModelSample:
     """The draw that reproduces the nominal model (used when DR is off)."""
     nu = len(nominal.spec_joints)
     return ModelSample(np.ones(n), np.zeros(n), np.ones((n, len(nominal.robot_bodies))), np.zeros((n, 3)),
-                       np.ones((n, nu)), np.ones((n, nu)), np.ones((n, nu)))
+                       np.ones((n, nu)), np.ones((n, nu)), np.ones((n, nu)), np.zeros(n))
+
+
+def randomized_solref(nominal: NominalModel, timeconst: float) -> np.ndarray:
+    """Every geom's contact time constant (MuJoCo mixes a pair's solref, so setting all alike makes the contact's
+    exactly that); 0 keeps the model's; a scene's objects keep theirs."""
+    solref = nominal.geom_solref.copy()
+    if timeconst > 0:
+        solref[:, 0] = timeconst
+        solref[nominal.object_geoms] = nominal.geom_solref[nominal.object_geoms]
+    return solref
 
 
 def randomized_friction(nominal: NominalModel, scale: float) -> np.ndarray:
@@ -153,6 +178,7 @@ def randomized_effort_limits(nominal: NominalModel, strength: np.ndarray) -> np.
 def apply_model_sample(model: mujoco.MjModel, data: mujoco.MjData, nominal: NominalModel, s: ModelSample) -> None:
     """Write one env's draw (a ``ModelSample`` of length 1) into its own model copy."""
     model.geom_friction[:] = randomized_friction(nominal, float(s.friction_scale[0]))
+    model.geom_solref[:] = randomized_solref(nominal, float(s.contact_timeconst[0]))
     mass, inertia, ipos = randomized_inertia(nominal, float(s.base_mass_add[0]), s.link_mass_scale[0], s.com_offset[0])
     model.body_mass[:] = mass
     model.body_inertia[:] = inertia
@@ -180,9 +206,31 @@ def sample_latency(cfg: RandomizationCfg, rng: np.random.Generator, n: int) -> n
     return rng.integers(lo, hi + 1, size=n)
 
 
-def push_velocity(cfg: RandomizationCfg, rng: np.random.Generator, n: int) -> np.ndarray:
-    """(n, 2) horizontal velocity added to the base."""
-    return rng.uniform(-cfg.push_max_vel_m_s, cfg.push_max_vel_m_s, size=(n, 2))
+def push_velocity(cfg: RandomizationCfg, rng: np.random.Generator, n: int, scale: float = 1.0) -> np.ndarray:
+    """(n, 2) horizontal velocity added to the base: a uniformly random direction, a speed uniform up to
+    ``scale`` × the largest kick (``scale`` < 1 while the push curriculum ramps up)."""
+    angle = rng.uniform(0.0, 2 * np.pi, size=n)
+    speed = rng.uniform(0.0, cfg.push_max_vel_m_s * scale, size=n)
+    return np.stack([speed * np.cos(angle), speed * np.sin(angle)], axis=1)
+
+
+def push_probability(cfg: RandomizationCfg, dt: float) -> float:
+    """Chance per env and policy step of a push (a Poisson process with the mean interval); 0 without pushes."""
+    if not cfg.push_interval_s or cfg.push_max_vel_m_s <= 0:
+        return 0.0
+    return float(-np.expm1(-dt / cfg.push_interval_s))
+
+
+def push_scale(cfg: RandomizationCfg, policy_time_s: float) -> float:
+    """The push curriculum: the share of the largest kick available after this much policy time."""
+    return 1.0 if cfg.push_ramp_s <= 0 else min(1.0, policy_time_s / cfg.push_ramp_s)
+
+
+def stiff_contact_envs(n: int, fraction: float) -> np.ndarray:
+    """(n,) bool: which envs run on the builder's stiff contact, spread evenly over the indices (the physics
+    threads take contiguous blocks of envs, so clustering them would leave one thread with all the slow ones)."""
+    i = np.arange(n)
+    return np.floor((i + 1) * fraction) > np.floor(i * fraction)
 
 
 def initial_joint_state(

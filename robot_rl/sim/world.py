@@ -47,6 +47,12 @@ class TrainingWorld:
     hfield_id: int | None
     terrain: TerrainCfg | None
     scene: SimScene | None = None
+    builder_contact: tuple[int, float] | None = None  # (friction cone, impratio) the model builder chose
+
+    def use_builder_contact(self, model: mujoco.MjModel) -> None:
+        """Put a copy of the training model back on the builder's contact (what the gate's MuJoCo runs)."""
+        if self.builder_contact is not None:
+            model.opt.cone, model.opt.impratio = self.builder_contact
 
 
 def _add_contact_sensor(mjs: mujoco.MjSpec, name: str, body: str) -> None:
@@ -96,6 +102,7 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
 
     robot = build_mujoco_model(spec, floor=True, terrain=extras, keep_visual=keep_visual)
     m = robot.model
+    builder_contact = (int(m.opt.cone), float(m.opt.impratio))
     if scene is not None:
         no_gravcomp_on_objects(m, scene)
     else:
@@ -117,7 +124,8 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
         ee_vel=adr(EE_VEL) if sim.end_effector_body else None,
     )
     hfield_id = m.hfield(HFIELD).id if terrain is not None else None
-    return TrainingWorld(robot=robot, sensors=sensors, hfield_id=hfield_id, terrain=terrain, scene=scene)
+    return TrainingWorld(robot=robot, sensors=sensors, hfield_id=hfield_id, terrain=terrain, scene=scene,
+                         builder_contact=builder_contact)
 
 
 def write_heightfield(model: mujoco.MjModel, hfield_id: int, heights: np.ndarray) -> None:

@@ -36,11 +36,22 @@ class RandomizationCfg:
     kd_scale: Range | None = None  # × damping gain, drawn per joint
     motor_strength: Range | None = None  # × the whole PD torque and its effort limit, drawn per joint
     action_latency_steps: tuple[int, int] = (0, 0)  # policy steps between policy output and the motors
-    push_interval_s: float | None = None  # every this often, the base gets a random velocity kick
-    push_max_vel_m_s: float = 0.0  # ± per horizontal axis
+    # Pushes come at random times, each env on its own (a Poisson process with this mean interval), as a
+    # horizontal velocity kick in a uniformly random direction whose speed is uniform up to the maximum: the
+    # robustness suite shoves from every direction at any gait phase, so training must too.
+    push_interval_s: float | None = None  # mean time between two pushes of one env
+    push_max_vel_m_s: float = 0.0  # largest kick (m/s), any horizontal direction
+    push_ramp_s: float = 0.0  # curriculum: the largest kick grows linearly from 0 over this much policy time
     init_joint_pos_rad: float = 0.0  # ± around the default pose at reset (clipped to the joint limits)
     init_joint_vel_rad_s: float = 0.0  # ± joint velocity at reset
     observation_noise: bool = True  # the ObsTerm.noise of the actor's observation terms
+    # A policy must hold at the ends of its ranges, where uniform draws rarely land: with this probability a
+    # quantity (per env and reset; per axis for the COM offset) is drawn at one end of its range instead.
+    corner_probability: float = 0.0
+    contact_timeconst_s: Range | None = None  # MuJoCo contact solref time constant (stiffness), every geom
+    # Envs (this fraction, spread over the env indices) on the model builder's contact — the elliptic friction
+    # cone the gate's MuJoCo uses — instead of the cheap pyramidal one, so the policy is not tuned to one cone.
+    stiff_contact_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -49,9 +60,16 @@ class RandomizationCfg:
                 raise ValueError(f"randomization {f.name}: range {list(value)} out of order (need low ≤ high)")
         if self.action_latency_steps[0] < 0:
             raise ValueError(f"randomization action_latency_steps: {self.action_latency_steps} must be ≥ 0")
-        for key in ("com_offset_m", "push_max_vel_m_s", "init_joint_pos_rad", "init_joint_vel_rad_s"):
+        for key in ("com_offset_m", "push_max_vel_m_s", "push_ramp_s", "init_joint_pos_rad", "init_joint_vel_rad_s"):
             if getattr(self, key) < 0:
                 raise ValueError(f"randomization {key}: must be ≥ 0, got {getattr(self, key)}")
+        for key in ("corner_probability", "stiff_contact_fraction"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(f"randomization {key}: must be in [0, 1], got {getattr(self, key)}")
+        if self.push_interval_s is not None and self.push_interval_s <= 0:
+            raise ValueError(f"randomization push_interval_s: must be > 0 (or none), got {self.push_interval_s}")
+        if self.contact_timeconst_s is not None and self.contact_timeconst_s[0] <= 0:
+            raise ValueError(f"randomization contact_timeconst_s: {list(self.contact_timeconst_s)} must be > 0")
 
     @property
     def max_latency_steps(self) -> int:

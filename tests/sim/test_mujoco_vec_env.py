@@ -135,7 +135,7 @@ def test_initial_joint_state_is_randomized_at_reset():
 def test_pushes_change_the_base_velocity():
     dt = make_task("a1-flat").randomization.push_interval_s
     assert dt is not None  # the task pushes by default
-    pushed = _env(n=4, push_interval_s=0.02, push_max_vel_m_s=1.0)
+    pushed = _env(n=4, push_interval_s=1e-4, push_max_vel_m_s=1.0)
     still = _env(n=4)
     zero = np.zeros((4, 12))
     pushed.step(zero)
@@ -270,3 +270,38 @@ def test_a_chain_told_the_measured_motors_lets_twice_the_offset_through():
     assert np.allclose(q_target[0, 6] - env.default_q[6], env.chain_limits.torque_max[6] / (0.5 * spec.kp[6]))
     with pytest.raises(ValueError, match="not on the given spec"):
         MujocoVecEnv(make_task("a1-flat"), 1, spec=spec)
+
+
+def test_stiff_contact_envs_run_the_builders_cone_and_the_rest_the_training_cone():
+    env = _env(n=8, stiff_contact_fraction=0.25)
+    cones = [int(m.opt.cone) for m in env.models]
+    elliptic, pyramidal = int(mujoco.mjtCone.mjCONE_ELLIPTIC), int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
+    assert cones == [pyramidal] * 3 + [elliptic] + [pyramidal] * 3 + [elliptic]
+    assert [m.opt.impratio for m in env.models[2:4]] == [1.0, 100.0]
+    r = env.step(np.zeros((8, 12)))
+    assert np.all(np.isfinite(r.actor_obs)) and not r.terminated.any()
+
+
+def test_contact_timeconst_is_drawn_per_env_at_reset():
+    env = _env(n=6, contact_timeconst_s=(0.01, 0.03))
+    tc = np.array([m.geom_solref[0, 0] for m in env.models])
+    assert np.all((tc >= 0.01) & (tc <= 0.03)) and np.ptp(tc) > 0.002
+    assert all(np.all(m.geom_solref[:, 0] == m.geom_solref[0, 0]) for m in env.models)
+
+
+def test_push_curriculum_ramps_the_kick_and_resumes_from_a_checkpoint():
+    def kicks(env):
+        still = _env(n=64)
+        zero = np.zeros((64, 12))
+        env.step(zero)
+        still.step(zero)
+        v = env._qvel_off + env.robot.free_qvel_adr
+        return np.linalg.norm(env.state[:, v : v + 2] - still.state[:, v : v + 2], axis=1)
+
+    ramp = dict(push_interval_s=1e-4, push_max_vel_m_s=1.0, push_ramp_s=100.0)
+    early = kicks(_env(n=64, **ramp))  # the first step: 0.02 s of a 100 s ramp
+    assert early.max() < 0.01
+    resumed = _env(n=64, **ramp)
+    resumed.continue_curriculum(10_000)  # 200 s of policy time: the full range
+    late = kicks(resumed)
+    assert late.max() > 0.7 and np.mean(late > 0.05) > 0.9  # nearly every env pushed (Poisson, interval ≪ dt)

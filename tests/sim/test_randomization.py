@@ -1,6 +1,7 @@
 """Domain randomization: sampling, overrides, and the model arrays it computes."""
 
 import copy
+import dataclasses
 
 import mujoco
 import numpy as np
@@ -109,3 +110,71 @@ def test_applied_sample_keeps_the_state_of_the_data(a1):
     dr.apply_model_sample(model, data, nominal, s)
     assert np.array_equal(data.qpos, qpos) and np.array_equal(data.qvel, qvel) and data.time == 1.25
     assert np.allclose(data.xpos, foot)  # kinematics recomputed at the kept pose
+
+
+def test_corner_probability_puts_whole_rows_at_the_ends_of_their_ranges(a1):
+    _, _, nominal = a1
+    cfg = dr.RandomizationCfg(friction_scale=(0.4, 1.0), base_mass_add_kg=(-1, 3), com_offset_m=0.05,
+                              kp_scale=(0.9, 1.1), contact_timeconst_s=(0.01, 0.03), corner_probability=0.3)
+    s = dr.sample_model(cfg, nominal, np.random.default_rng(0), 4000)
+    for values, ends in ((s.friction_scale, (0.4, 1.0)), (s.base_mass_add, (-1, 3)),
+                         (s.contact_timeconst, (0.01, 0.03)), (s.com_offset.ravel(), (-0.05, 0.05))):
+        at_end = np.isin(values, ends)
+        assert 0.26 < at_end.mean() < 0.34
+        assert 0.4 < np.mean(values[at_end] == ends[0]) < 0.6  # both ends alike
+        assert values.min() >= ends[0] and values.max() <= ends[1]
+    kp_at_end = np.isin(s.kp_scale, (0.9, 1.1))
+    rows = kp_at_end.any(axis=1)
+    assert np.all(kp_at_end[rows])  # a corner moves every joint of the env to the same end, as the suite's corner
+    assert np.all(np.ptp(s.kp_scale[rows], axis=1) == 0)
+    plain = dr.sample_model(dataclasses.replace(cfg, corner_probability=0.0), nominal, np.random.default_rng(0), 4000)
+    assert not np.isin(plain.friction_scale, (0.4, 1.0)).any()
+
+
+def test_new_randomization_fields_are_validated():
+    for bad in ({"corner_probability": 1.5}, {"stiff_contact_fraction": -0.1}, {"push_interval_s": 0.0},
+                {"push_ramp_s": -1.0}, {"contact_timeconst_s": (0.0, 0.02)}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            dr.with_overrides(dr.RandomizationCfg(), bad)
+    assert dr.parse_override("corner_probability=0.2") == ("corner_probability", 0.2)
+    assert dr.parse_override("contact_timeconst_s=0.01,0.03") == ("contact_timeconst_s", (0.01, 0.03))
+
+
+def test_contact_timeconst_is_written_to_every_geom_and_zero_keeps_the_model(a1):
+    _, robot, nominal = a1
+    model = copy.copy(robot.model)
+    data = mujoco.MjData(model)
+    s = dr.nominal_sample(nominal)
+    dr.apply_model_sample(model, data, nominal, s)
+    assert np.array_equal(model.geom_solref, nominal.geom_solref)
+    s.contact_timeconst[:] = 0.012
+    dr.apply_model_sample(model, data, nominal, s)
+    assert np.all(model.geom_solref[:, 0] == 0.012)
+    assert np.array_equal(model.geom_solref[:, 1], nominal.geom_solref[:, 1])  # damping ratio untouched
+
+
+def test_pushes_come_from_every_direction_up_to_the_ramped_maximum():
+    cfg = dr.RandomizationCfg(push_interval_s=4.0, push_max_vel_m_s=1.0, push_ramp_s=100.0)
+    rng = np.random.default_rng(0)
+    v = dr.push_velocity(cfg, rng, 4000)
+    speed, angle = np.linalg.norm(v, axis=1), np.arctan2(v[:, 1], v[:, 0])
+    assert speed.max() <= 1.0 and speed.max() > 0.99
+    counts = np.histogram(angle, bins=8, range=(-np.pi, np.pi))[0]
+    assert counts.min() > 0.8 * 4000 / 8  # uniform over the 8 sectors the suite shoves from
+    assert np.linalg.norm(dr.push_velocity(cfg, rng, 1000, scale=0.25), axis=1).max() <= 0.25
+    assert dr.push_scale(cfg, 0.0) == 0.0 and dr.push_scale(cfg, 50.0) == 0.5 and dr.push_scale(cfg, 1e4) == 1.0
+    assert dr.push_scale(dataclasses.replace(cfg, push_ramp_s=0.0), 0.0) == 1.0
+    assert dr.push_probability(cfg, 0.02) == pytest.approx(0.02 / 4.0, rel=0.01)
+    assert dr.push_probability(dataclasses.replace(cfg, push_interval_s=None), 0.02) == 0.0
+    assert dr.push_probability(dataclasses.replace(cfg, push_max_vel_m_s=0.0), 0.02) == 0.0
+
+
+@pytest.mark.parametrize(("n", "fraction", "expected"), [(8, 0.25, [3, 7]), (4, 0.0, []), (3, 1.0, [0, 1, 2]),
+                                                          (256, 0.25, None)])
+def test_stiff_contact_envs_are_spread_over_the_indices(n, fraction, expected):
+    stiff = dr.stiff_contact_envs(n, fraction)
+    assert stiff.sum() == int(n * fraction)
+    if expected is not None:
+        assert np.flatnonzero(stiff).tolist() == expected
+    else:  # each contiguous half (one physics thread's block) gets its share
+        assert stiff[: n // 2].sum() == stiff[n // 2 :].sum()
