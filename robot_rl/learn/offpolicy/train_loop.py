@@ -99,6 +99,7 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
     if resume is not None:
         learner.load_state_dict(resume)
         first, env_steps = int(resume["infos"]["iteration"]) + 1, int(resume["infos"]["env_steps"])
+        env.continue_curriculum(first)  # one policy step per env per iteration: the push curriculum goes on
         bar.write(f"resumed from {args.resume} (iteration {first - 1}, {env_steps:,} env steps)")
     bar.reset(total=cfg.max_iterations)
     bar.update(first)

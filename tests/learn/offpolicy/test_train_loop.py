@@ -56,10 +56,17 @@ def test_a_run_writes_stamped_checkpoints_logs_and_its_profile(checkpoint):
     assert sum(profile["share"].values()) == pytest.approx(1.0)
 
 
-def test_resume_continues_the_count_and_the_networks(checkpoint, tmp_path):
+def test_resume_continues_the_count_the_networks_and_the_curriculum(checkpoint, tmp_path, monkeypatch):
+    from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+    continued = []
+    original = MujocoVecEnv.continue_curriculum
+    monkeypatch.setattr(MujocoVecEnv, "continue_curriculum",
+                        lambda env, steps: (continued.append(steps), original(env, steps)))
     final = train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 3, "num_envs": None}))
     info = read_checkpoint_info(final)
     assert final.name == "model_14.pt" and info["env_steps"] == 12 * 4 + 3 * 4
+    assert continued == [12]  # the push curriculum resumes after the 12 policy steps per env already taken
     before, after = torch.load(checkpoint, weights_only=False), torch.load(final, weights_only=False)
     # 3 iterations refill the replay (learning_starts) without updating: the networks are the stored ones.
     assert after["updates"] == before["updates"]
