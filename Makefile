@@ -12,7 +12,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# Exactly this torch first: the CPU build. An unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# gpu: MuJoCo Warp, so the warp backend's equivalence test runs on warp's CPU device (≈ 150 MB, CPU-only deps).
+	$(BIN)/pip install --quiet -e '.[dev,gpu]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -12,8 +12,15 @@ For each, per repeat and env count N:
 Physics steps/s = policy steps/s × decimation. Medians over repeats; single-core speed drifts, so only ratios
 within one run are meaningful.
 
+With ``--backend warp`` (the gpu extra) the same workloads run in ``WarpVecEnv`` on ``--device`` (cuda:0, or warp's
+CPU device), for each N:
+  warp env      WarpVecEnv.step(): physics, resets, DR, pushes, latency, rewards, observations, all on the device
+  warp ceiling  the same batched model and data stepped alone (decimation × mujoco_warp.step, the held ctrl)
+  cpu env       MujocoVecEnv.step() on the same N in the same run (the CPU backend, all cores)
+
     .venv/bin/python benchmarks/bench_env_throughput.py [--envs 64 128 256] [--repeats 5] [--steps 100]
         [--markdown-out benchmarks/results/RESULTS_env_throughput.md]
+    .venv/bin/python benchmarks/bench_env_throughput.py --backend warp --device cuda:0 --envs 1024 4096 16384
 """
 
 from __future__ import annotations
@@ -85,6 +92,98 @@ def bench_loop(env: MujocoVecEnv, states: list, ctrls: list, threads: int) -> fl
     return n * len(ctrls) / elapsed
 
 
+def bench_warp(n: int, device: str, scale: float, repeats: int, steps: int) -> tuple:
+    """(decimation, medians {warp env, warp ceiling, cpu env} in policy steps/s, ratio env/ceiling per repeat)."""
+    import torch
+
+    from robot_rl.sim.warp_vec_env import WarpVecEnv
+
+    task = make_task(TASK)
+    env = WarpVecEnv(task, n, seed=0, randomize=True, device=device)
+    cpu = MujocoVecEnv(task, n, seed=0, randomize=True)
+    gen = torch.Generator(device=env.device).manual_seed(0)
+
+    def sync() -> None:
+        if env.device.startswith("cuda"):
+            torch.cuda.synchronize(env.device)
+
+    def run_env(k: int) -> float:
+        actions = [torch.randn((n, env.num_actions), device=env.device, generator=gen) * scale for _ in range(k)]
+        sync()
+        start = time.perf_counter()
+        for a in actions:
+            env.step(a)
+        sync()
+        return n * k / (time.perf_counter() - start)
+
+    def run_ceiling(k: int) -> float:
+        sync()
+        start = time.perf_counter()
+        for _ in range(k * env.decimation):
+            env._physics_step()
+        sync()
+        return n * k / (time.perf_counter() - start)
+
+    rng = np.random.default_rng(0)
+    run_env(10)  # warm up: resets, the caching allocator
+    results: dict[str, list[float]] = {"warp env": [], "warp ceiling": [], "cpu env": []}
+    for _ in range(repeats):
+        results["warp env"].append(run_env(steps))
+        results["warp ceiling"].append(run_ceiling(steps))
+        results["cpu env"].append(bench_env(cpu, steps, rng, scale)[0])
+    cpu.close()
+    ratios = [e / c for e, c in zip(results["warp env"], results["warp ceiling"], strict=True)]
+    return env.decimation, {k: statistics.median(v) for k, v in results.items()}, ratios
+
+
+def warp_main(args: argparse.Namespace) -> int:
+    rows = []
+    for workload, scale in WORKLOADS.items():
+        for n in args.envs:
+            dec, med, ratios = bench_warp(n, args.device, scale, args.repeats, args.steps)
+            rows.append(f"| {workload} | {n} | **{med['warp env']:,.0f}** | {med['warp ceiling']:,.0f} | "
+                        f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}] | "
+                        f"{med['cpu env']:,.0f} | {med['warp env'] / med['cpu env']:.2f} |")
+    import torch
+
+    device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else f"warp CPU ({_cpu_name()})"
+    table = "\n".join([
+        f"Device: {device}; CPU: {_cpu_name()}, {os.cpu_count()} cores. Policy steps/s (× {dec} = physics steps/s), "
+        f"medians over {args.repeats} repeats of {args.steps} steps. *warp env*: `WarpVecEnv.step` (physics, DR "
+        "resets, pushes, latency, rewards, observations on the device); *warp ceiling*: the same batched model and "
+        "data stepped alone (decimation × `mujoco_warp.step`); *cpu env*: `MujocoVecEnv.step` on the same N in the "
+        "same run, all cores.\n",
+        "| workload | envs | warp env policy steps/s | warp ceiling (physics alone) | ratio env/ceiling [min–max] | "
+        "cpu env policy steps/s (same run) | warp / cpu |",
+        "|" + "---|" * 7, *rows])
+    print(table)
+    if args.markdown_out:
+        write_section(args.markdown_out, WARP_SECTION, f"Command: `{' '.join(['python', *sys.argv])}`\n\n{table}\n")
+    return 0
+
+
+TITLE = "# Env throughput (a1-flat, domain randomization on)"
+CPU_SECTION, WARP_SECTION = "## CPU backend (mujoco.rollout)", "## Warp backend (MuJoCo Warp)"
+
+
+def write_section(path: str, heading: str, body: str) -> None:
+    """Replace one backend's section of the results page (or add it), keeping the other's."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = TITLE + "\n"
+    sections: dict[str, str] = {}
+    for chunk in text.split("\n## ")[1:]:
+        name, _, rest = chunk.partition("\n")
+        sections["## " + name] = rest.strip("\n")
+    sections[heading] = body.strip("\n")
+    head = text.split("\n## ")[0].rstrip("\n")
+    with open(path, "w") as f:
+        f.write(head + "\n\n" + "\n\n".join(f"{k}\n\n{v}" for k, v in sections.items()) + "\n")
+    print(f"wrote {path}")
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -102,7 +201,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100, help="policy steps per timed run")
     parser.add_argument("--markdown-out", default=None)
+    parser.add_argument("--backend", choices=("cpu", "warp"), default="cpu")
+    parser.add_argument("--device", default="cuda:0", help="the warp backend's device (cuda:N or cpu)")
     args = parser.parse_args()
+    if args.backend == "warp":
+        return warp_main(args)
     threads = os.cpu_count() or 1
     task = make_task(TASK)
     rows = []
@@ -143,7 +246,6 @@ def main() -> int:
         machine = f"{_cpu_name()}, {threads} cores, Python {sys.version.split()[0]}"
         command = " ".join(["python", *sys.argv])
         text = (
-            "# Env throughput (a1-flat, domain randomization on)\n\n"
             f"Command: `{command}`\n\nMachine: {machine}, MuJoCo {mujoco.__version__}, shared with other jobs "
             f"(compare ratios, not absolute rates). Medians over {args.repeats} repeats of {args.steps} policy "
             "steps; physics steps = policy steps × decimation (4). The ceiling is `mujoco.rollout` alone re-run "
@@ -152,9 +254,7 @@ def main() -> int:
             "the same work (the design alternative; rollout was chosen).\n\n"
             f"{table}\n"
         )
-        with open(args.markdown_out, "w") as f:
-            f.write(text)
-        print(f"wrote {args.markdown_out}")
+        write_section(args.markdown_out, CPU_SECTION, text)
     return 0
 
 

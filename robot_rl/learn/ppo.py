@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,37 +29,45 @@ from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.task import PPOCfg, TaskCfg
 
+if TYPE_CHECKING:  # mujoco_warp is an optional extra
+    from robot_rl.sim.warp_vec_env import WarpVecEnv
+
 ACTOR_GROUP, CRITIC_GROUP = "policy", "critic"
 __all__ = ["CheckpointError", "RslRlVecEnv", "TaskRunner", "check_checkpoint", "train_cfg"]
 
 
 
 
-class RslRlVecEnv(VecEnv):
-    """rsl_rl's VecEnv over ``MujocoVecEnv`` (CPU tensors; the env is numpy inside)."""
+def _copy(x: np.ndarray | torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A tensor copy of an env output (numpy from the CPU env, a device tensor from the warp env)."""
+    return x.to(dtype).clone() if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dtype)
 
-    def __init__(self, env: MujocoVecEnv):
+
+class RslRlVecEnv(VecEnv):
+    """rsl_rl's VecEnv over ``MujocoVecEnv`` (CPU tensors; the env is numpy inside) or ``WarpVecEnv`` (tensors on
+    its device: rsl_rl runs there too)."""
+
+    def __init__(self, env: MujocoVecEnv | WarpVecEnv):
         self.env = env
         self.num_envs = env.num_envs
         self.num_actions = env.num_actions
         self.max_episode_length = env.max_episode_length
-        self.device = "cpu"
+        self.device = getattr(env, "device", "cpu")
         self.cfg = {"task": env.task.name, "robot": env.spec.name, "num_envs": env.num_envs}
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        return torch.from_numpy(self.env.episode_length)
+        return torch.as_tensor(self.env.episode_length)
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
         # rsl_rl spreads the first episodes' lengths (init_at_random_ep_len) by assigning this buffer.
-        self.env.episode_length[:] = value.cpu().numpy()
+        self.env.episode_length[:] = value if isinstance(self.env.episode_length, torch.Tensor) else value.cpu().numpy()
 
-    def _obs(self, actor: np.ndarray, critic: np.ndarray) -> TensorDict:
+    def _obs(self, actor: np.ndarray | torch.Tensor, critic: np.ndarray | torch.Tensor) -> TensorDict:
         # Copies: the env reuses its observation arrays on the next step.
-        return TensorDict(
-            {ACTOR_GROUP: torch.tensor(actor), CRITIC_GROUP: torch.tensor(critic)}, batch_size=[self.num_envs]
-        )
+        return TensorDict({ACTOR_GROUP: _copy(actor), CRITIC_GROUP: _copy(critic)}, batch_size=[self.num_envs],
+                          device=self.device)
 
     def get_observations(self) -> TensorDict:
         return self._obs(self.env.actor_obs, self.env.critic_obs)
@@ -67,18 +75,20 @@ class RslRlVecEnv(VecEnv):
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         return self._package(self.env.step(self._env_action(actions)))
 
-    def _env_action(self, actions: torch.Tensor) -> np.ndarray:
+    def _env_action(self, actions: torch.Tensor) -> np.ndarray | torch.Tensor:
         """What the env steps with (a wrapper's policy may act in another space, e.g. a residual's)."""
+        if isinstance(self.env.episode_length, torch.Tensor):  # the warp env: it stays on the device
+            return actions.detach()
         return actions.detach().cpu().numpy()
 
     def _package(self, result) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """An env step's result as rsl_rl wants it: observations, rewards, dones, extras (time-outs, logs)."""
-        dones = torch.from_numpy(result.terminated | result.truncated).to(torch.long)
+        dones = _copy(result.terminated | result.truncated, torch.long)
         extras: dict[str, Any] = {
-            "time_outs": torch.from_numpy(result.truncated.copy()),
+            "time_outs": _copy(result.truncated),
             "log": {f"/{k}" if not k.startswith("/") else k: v for k, v in result.log.items()},
         }
-        rewards = torch.tensor(result.reward, dtype=torch.float32)
+        rewards = _copy(result.reward, torch.float32)
         return self._obs(result.actor_obs, result.critic_obs), rewards, dones, extras
 
     def close(self) -> None:
@@ -162,10 +172,25 @@ class TaskRunner(OnPolicyRunner):
             cfg["actor"] = actor
             self._provenance |= {"actor": getattr(actor["class_name"], "__name__", str(actor["class_name"]))}
         with self._quiet():
-            super().__init__(env, cfg, log_dir=str(log_dir) if log_dir is not None else None, device="cpu")
+            super().__init__(env, cfg, log_dir=str(log_dir) if log_dir is not None else None, device=env.device)
         self._on_iteration = on_iteration
         self._log = self.logger.log
         self.logger.log = self._log_iteration  # type: ignore[method-assign]
+
+    def _configure_multi_gpu(self) -> None:
+        """rsl_rl's multi-GPU setup (torchrun sets WORLD_SIZE, RANK, LOCAL_RANK) is NCCL on ``cuda:<local rank>``;
+        on the CPU the same training runs over gloo: every rank steps its own envs, gradients are averaged and the
+        normalizers' statistics reduced across ranks by rsl_rl, rank 0's parameters broadcast at the start."""
+        world = int(os.getenv("WORLD_SIZE", "1"))
+        if world == 1 or str(self.device).startswith("cuda"):
+            super()._configure_multi_gpu()
+            return
+        self.gpu_world_size, self.is_distributed = world, True
+        self.gpu_local_rank, self.gpu_global_rank = int(os.getenv("LOCAL_RANK", "0")), int(os.getenv("RANK", "0"))
+        self.cfg["multi_gpu"] = {"global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank,
+                                 "world_size": world}
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group(backend="gloo", rank=self.gpu_global_rank, world_size=world)
 
     @contextlib.contextmanager
     def _quiet(self):
@@ -185,7 +210,7 @@ class TaskRunner(OnPolicyRunner):
         with self._quiet():
             self._log(**kw)
         if self._on_iteration is not None:
-            steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+            steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # every rank's envs
             info = {
                 "iteration": kw["it"] + 1,
                 "steps_per_s": steps / max(kw["collect_time"] + kw["learn_time"], 1e-9),
@@ -215,6 +240,8 @@ class TaskRunner(OnPolicyRunner):
             group["lr"] = learning_rate
 
     def load(self, path: str, *args: Any, **kwargs: Any) -> dict:
+        if not args:  # onto this runner's device: a checkpoint trained on a GPU loads on a CPU, and the other way
+            kwargs.setdefault("map_location", str(self.device))
         infos = super().load(path, *args, **kwargs)
         # rsl_rl's logger counts steps from zero in every process: carry the resumed run's count, so a
         # checkpoint (and the model card written from it) records the policy's whole training.

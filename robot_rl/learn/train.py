@@ -4,6 +4,11 @@
 Writes to ``<log-dir>/<task>/<run>/``: TensorBoard events, ``model_<it>.pt`` checkpoints (stamped with the
 task and robot-spec hash), ``config.json`` (the task and arguments), ``rsl_rl.log`` (rsl_rl's own
 per-iteration report). The terminal shows one progress bar: iteration, steps/s, mean episode reward.
+
+Physics runs on the CPU (``--backend cpu``, ``mujoco.rollout``) or in MuJoCo Warp (``--backend warp --device
+cuda:0``, the ``gpu`` extra). Several processes train one policy with torch.distributed as rsl_rl does it
+(``torchrun --nproc_per_node 2 -m robot_rl.learn.train ...``: NCCL on GPUs, gloo on CPUs): each rank steps its
+own envs (seed + rank), gradients are averaged across ranks, and only rank 0 writes the run directory.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import tyro
@@ -56,6 +61,8 @@ class TrainArgs:
     randomize: bool = True  # domain randomization (the task's ranges)
     dr: tuple[str, ...] = ()  # overrides of the task's randomization, KEY=VALUE, e.g. friction_scale=0.3,1.2
     physics_threads: int | None = None  # mujoco.rollout threads; default: all cores
+    backend: Literal["cpu", "warp"] = "cpu"  # physics: mujoco.rollout on CPU threads, or MuJoCo Warp on --device
+    device: str = "cpu"  # the warp backend's device (and the learner's): cpu, cuda or cuda:N
     torch_threads: int | None = None  # default: half the cores (see set_torch_threads)
     max_minutes: float | None = None  # stop (and save) once training has run this long, wall clock
     progress: bool = True  # progress bar on stderr
@@ -69,6 +76,9 @@ def configure_task(args: TrainArgs) -> TaskCfg:
     """The task with the command-line overrides applied (unknown task or DR key, a number out of range: a clear
     error)."""
     non_negative(seed=args.seed, max_minutes=args.max_minutes)  # 0 minutes: stop after the first iteration
+    if args.backend == "cpu" and args.device != "cpu":
+        raise ConfigError("robot-rl train", "--device", f"{args.device!r} needs --backend warp (the CPU backend "
+                          "runs on the CPU)")
     positive(physics_threads=args.physics_threads, torch_threads=args.torch_threads)
     task = make_task(args.task)
     require_ppo_task(task)
@@ -125,69 +135,138 @@ def _postfix(info: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
-def train(args: TrainArgs) -> Path:
-    """Run training; returns the path of the final checkpoint."""
+@dataclass(frozen=True)
+class Rank:
+    """This process's place in a torchrun launch (one process: rank 0 of 1)."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def from_env(cls) -> Rank:
+        env = os.environ
+        return cls(int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1")))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _device(args: TrainArgs, rank: Rank) -> str:
+    """The device of this rank: on GPUs, each rank its own (torchrun's LOCAL_RANK), as rsl_rl's NCCL setup wants."""
+    if rank.world_size > 1 and args.device.startswith("cuda"):
+        return f"cuda:{rank.local_rank}"
+    return args.device
+
+
+def train(args: TrainArgs) -> Path | None:
+    """Run training; returns the path of the final checkpoint (None on ranks other than 0, which write nothing)."""
+    _, final = train_runner(args)
+    return final
+
+
+def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
+    """Run training; returns (the runner, the final checkpoint or None where this rank writes none)."""
     started = time.monotonic()
     task = configure_task(args)  # bad task names and overrides fail here, before the heavy imports
     spec = load_robot(task.robot)
+    rank = Rank.from_env()
+
+    import torch
 
     from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_settings
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
-    from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
     if args.resume is not None:
         info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
         check_algorithm(info, args.algo, args.resume)
-    offpolicy = None  # FastTD3's settings (a PPO-only flag fails here)
+    offpolicy = None  # FastTD3's settings (a PPO-only flag, another backend or several ranks fail here)
     if args.algo == "fasttd3":
-        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env)
-    seed_everything(args.seed)
+        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, backend=args.backend,
+                                     world_size=rank.world_size)
+    seed = args.seed + rank.rank  # every rank its own envs' draws
+    seed_everything(seed)
     set_torch_threads(args.torch_threads)
 
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    run_dir = Path(args.log_dir) / task.name / (f"{stamp}_{args.run_name}" if args.run_name else stamp)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = {"args": _jsonable(dataclasses.asdict(args)), "task": _jsonable(dataclasses.asdict(task)),
-              "robot_spec_hash": spec.spec_hash}
-    if offpolicy is not None:
-        config["fasttd3"] = _jsonable(dataclasses.asdict(offpolicy))
-    (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    run_dir = None
+    if rank.main:  # one writer: the other ranks neither create nor write the run directory
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        run_dir = Path(args.log_dir) / task.name / (f"{stamp}_{args.run_name}" if args.run_name else stamp)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config = {"args": _jsonable(dataclasses.asdict(args)), "task": _jsonable(dataclasses.asdict(task)),
+                  "robot_spec_hash": spec.spec_hash, "world_size": rank.world_size}
+        if offpolicy is not None:
+            config["fasttd3"] = _jsonable(dataclasses.asdict(offpolicy))
+        (run_dir / "config.json").write_text(json.dumps(config, indent=2))
     if args.algo == "fasttd3":
-        return _train_fasttd3(args, task, spec, run_dir, started)
+        return None, _train_fasttd3(args, task, spec, run_dir, started)
 
-    env = MujocoVecEnv(task, task.ppo.num_envs, seed=args.seed, randomize=args.randomize,
-                       nthread=args.physics_threads)
+    if args.backend == "warp":
+        from robot_rl.sim.warp_vec_env import WarpVecEnv
+
+        env = WarpVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, device=_device(args, rank))
+    else:
+        from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+        env = MujocoVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, nthread=args.physics_threads)
     vec = RslRlVecEnv(env)
     total = task.ppo.max_iterations
-    with open(run_dir / "rsl_rl.log", "w") as console:
-        bar = _progress_bar(total, 0, args.progress)
+    console = open(run_dir / "rsl_rl.log", "w") if run_dir is not None else open(os.devnull, "w")  # noqa: SIM115
+    with console:
+        bar = _progress_bar(total, 0, args.progress and rank.main)
 
         def report(info: dict[str, float]) -> None:
             bar.update(1)
             bar.set_postfix_str(_postfix(info), refresh=False)
-            if args.max_minutes is not None and time.monotonic() - started > 60 * args.max_minutes:
+            if args.max_minutes is None:
+                return
+            stop = torch.tensor([float(time.monotonic() - started > 60 * args.max_minutes)], device=env_device)
+            if rank.world_size > 1:  # rank 0's clock decides for all: every rank leaves at the same iteration
+                torch.distributed.broadcast(stop, src=0)
+            if stop.item():
                 raise _TimeBudgetReached
 
+        env_device = vec.device
         provenance = {"seed": args.seed, "num_envs": env.num_envs, "randomize": args.randomize,
-                      "randomization_overrides": list(args.dr)}
+                      "randomization_overrides": list(args.dr), "backend": args.backend,
+                      "world_size": rank.world_size}
+        notes = getattr(env, "notes", ())  # what a backend does differently from the task's settings
+        if notes:
+            provenance["backend_notes"] = list(notes)
+            if rank.main:
+                for note in notes:
+                    bar.write(f"note: {note}")
         runner = TaskRunner(vec, task, run_dir, console=console, on_iteration=report, provenance=provenance)
         if args.resume is not None:
             runner.load(str(args.resume))
             env.continue_curriculum(runner.current_learning_iteration * task.ppo.num_steps_per_env)
-            bar.write(f"resumed from {args.resume} (iteration {runner.current_learning_iteration})")
-        bar.write(f"training {task.name}: {env.num_envs} envs × {task.ppo.num_steps_per_env} steps per iteration, "
-                  f"{total} iterations → {run_dir}")
+            if rank.main:
+                bar.write(f"resumed from {args.resume} (iteration {runner.current_learning_iteration})")
+        if rank.main:
+            ranks = f" on each of {rank.world_size} ranks" if rank.world_size > 1 else ""
+            bar.write(f"training {task.name}: {env.num_envs} envs{ranks} × {task.ppo.num_steps_per_env} steps per "
+                      f"iteration, {total} iterations ({args.backend} physics on {env_device}) → {run_dir}")
         try:
             runner.learn(total, init_at_random_ep_len=True)
         except _TimeBudgetReached:
             # rsl_rl only saves at its own end: save the iteration just finished, and close the writer.
-            runner.save(str(run_dir / f"model_{runner.current_learning_iteration}.pt"))
-            runner.logger.writer.close()
-            bar.write(f"stopped at the {args.max_minutes} min budget")
+            if run_dir is not None:
+                runner.save(str(run_dir / f"model_{runner.current_learning_iteration}.pt"))
+                runner.logger.writer.close()
+                bar.write(f"stopped at the {args.max_minutes} min budget")
         finally:
             bar.close()
             env.close()
-    return _done(run_dir / f"model_{runner.current_learning_iteration}.pt", task, started)
+            if torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
+    if run_dir is None:
+        return runner, None
+    final = run_dir / f"model_{runner.current_learning_iteration}.pt"
+    minutes = (time.monotonic() - started) / 60
+    print(f"done in {minutes:.1f} min; checkpoint: {final}")
+    print(f"evaluate: python sim/play.py --task {task.name} --checkpoint {final}")
+    return runner, final
 
 
 def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started: float) -> Path:
@@ -198,12 +277,7 @@ def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started:
         final = train_fasttd3(args, task, spec, run_dir, started, bar)
     finally:
         bar.close()
-    return _done(final, task, started)
-
-
-def _done(final: Path, task: TaskCfg, started: float) -> Path:
-    minutes = (time.monotonic() - started) / 60
-    print(f"done in {minutes:.1f} min; checkpoint: {final}")
+    print(f"done in {(time.monotonic() - started) / 60:.1f} min; checkpoint: {final}")
     print(f"evaluate: python sim/play.py --task {task.name} --checkpoint {final}")
     return final
 

@@ -38,11 +38,14 @@ PHASES = ("act", "env", "store", "sample", "update", "log_save")
 
 
 def fasttd3_settings(num_envs: int | None, max_iterations: int | None, num_steps_per_env: int | None,
-                     base: FastTD3Cfg | None = None) -> FastTD3Cfg:
+                     base: FastTD3Cfg | None = None, backend: str = "cpu", world_size: int = 1) -> FastTD3Cfg:
     """``base`` (default: the recipe's settings; a resumed run: its checkpoint's) with the command line's sizes."""
     if num_steps_per_env is not None:
         raise ConfigError("robot-rl train --algo fasttd3", "--num-steps-per-env",
                           "is a PPO rollout length; an off-policy iteration is one step of every env")
+    if backend != "cpu" or world_size > 1:  # its loop reads the CPU env's final observations, in one process
+        raise ConfigError("robot-rl train --algo fasttd3", "--backend" if backend != "cpu" else "torchrun",
+                          "fasttd3 runs on the CPU backend in one process (warp and multi-rank are PPO's for now)")
     changes = {k: v for k, v in (("num_envs", num_envs), ("max_iterations", max_iterations)) if v is not None}
     return dataclasses.replace(base or FastTD3Cfg(), **changes)
 

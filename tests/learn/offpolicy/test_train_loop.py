@@ -108,6 +108,8 @@ def test_a_wall_clock_budget_stops_and_saves(tmp_path):
 def test_ppo_only_flags_and_another_algorithms_checkpoint_are_refused(checkpoint, tmp_path):
     with pytest.raises(ConfigError, match="num-steps-per-env"):
         train(TrainArgs(log_dir=tmp_path, num_steps_per_env=8, **TINY))
+    with pytest.raises(ConfigError, match="--backend: fasttd3 runs on the CPU backend"):
+        train(TrainArgs(log_dir=tmp_path, backend="warp", **TINY))
     with pytest.raises(CheckpointError, match="trained with fasttd3, not ppo; pass --algo fasttd3"):
         train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "algo": "ppo"}))
     assert not any(tmp_path.iterdir())  # refused before writing anything
