@@ -33,23 +33,57 @@ class Args:
     training_command: str = "python sim/train.py --task a1-flat --max-minutes 30 --seed 1"
 
 
-def main(args: Args) -> None:
-    from robot_rl.learn.play import PlayArgs, play
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One checkpoint against the criterion."""
 
-    ckpts = sorted(args.run_dir.glob("model_*.pt"), key=lambda p: int(re.findall(r"\d+", p.stem)[0]))
-    ckpts = ckpts[:: args.every] + ([ckpts[-1]] if ckpts and (len(ckpts) - 1) % args.every else [])
-    start = min(p.stat().st_mtime for p in [args.run_dir, *args.run_dir.iterdir()])
+    checkpoint: str
+    minutes: float  # training wall time when it was written
+    env_steps: int  # env steps of training behind it
+    error: float  # mean per-step forward-velocity error (m/s)
+    mean_error: float  # error of the episode's mean velocity (m/s)
+    falls: int
+    episodes: int
+    walks: bool
+
+
+def walks(error: float, falls: int, threshold_m_s: float) -> bool:
+    """The walking criterion: tracking error under the threshold and no episode fell."""
+    return error < threshold_m_s and falls == 0
+
+
+def evaluate_run(run_dir: Path, task: str = "a1-flat", command: tuple[float, ...] = (0.5, 0.0, 0.0),
+                 episodes: int = 20, threshold_m_s: float = 0.15, every: int = 1, offset_min: float = 0.0,
+                 echo: bool = True) -> list[Row]:
+    """Every ``every``-th checkpoint of a run (and its last) against the criterion, in training order."""
+    from robot_rl.learn.play import PlayArgs, play
+    from robot_rl.learn.ppo import read_checkpoint_info
+
+    ckpts = sorted(run_dir.glob("model_*.pt"), key=lambda p: int(re.findall(r"\d+", p.stem)[0]))
+    ckpts = ckpts[::every] + ([ckpts[-1]] if ckpts and (len(ckpts) - 1) % every else [])
+    start = min(p.stat().st_mtime for p in [run_dir, *run_dir.iterdir()])
     rows = []
     for ck in ckpts:
-        report = play(PlayArgs(checkpoint=ck, task=args.task, num_envs=args.episodes, episodes=args.episodes,
-                               command=args.command, randomize=False))
+        report = play(PlayArgs(checkpoint=ck, task=task, num_envs=episodes, episodes=episodes,
+                               command=command, randomize=False))
         err = report.metrics.get("Episode/lin_vel_error_m_s", float("nan"))
         mean_err = report.metrics.get("Episode/mean_vel_error_m_s", float("nan"))
-        minutes = args.offset_min + (ck.stat().st_mtime - start) / 60
-        walks = err < args.threshold_m_s and report.falls == 0
-        rows.append((ck.name, minutes, err, mean_err, report.falls, report.episodes, walks))
-        print(f"{ck.name:>16}  {minutes:6.1f} min  per-step err {err:.3f} m/s  mean-vel err {mean_err:.3f}  "
-              f"falls {report.falls}/{report.episodes}  {'WALKS' if walks else ''}", flush=True)
+        minutes = offset_min + (ck.stat().st_mtime - start) / 60
+        steps = int(read_checkpoint_info(ck).get("env_steps", 0))
+        row = Row(ck.name, minutes, steps, err, mean_err, report.falls, report.episodes,
+                  walks(err, report.falls, threshold_m_s))
+        rows.append(row)
+        if echo:
+            print(f"{ck.name:>16}  {minutes:6.1f} min  {steps:>11,} steps  per-step err {err:.3f} m/s  mean-vel err "
+                  f"{mean_err:.3f}  falls {report.falls}/{report.episodes}  {'WALKS' if row.walks else ''}",
+                  flush=True)
+    return rows
+
+
+def main(args: Args) -> None:
+    rows = [(r.checkpoint, r.minutes, r.error, r.mean_error, r.falls, r.episodes, r.walks)
+            for r in evaluate_run(args.run_dir, args.task, args.command, args.episodes, args.threshold_m_s,
+                                  args.every, args.offset_min)]
     first = next((r for r in rows if r[6]), None)
     lines = [
         f"Command: `python benchmarks/bench_time_to_walk.py {args.run_dir} --markdown-out ...` after training with "

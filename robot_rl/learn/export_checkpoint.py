@@ -21,7 +21,7 @@ def export_checkpoint(
     metrics: tuple[str, ...] = (),
     note: tuple[str, ...] = (),
 ) -> int:
-    """Export a PPO checkpoint to ONNX with the policy contract (normalizer baked in)."""
+    """Export a training checkpoint (PPO or FastTD3) to ONNX with the policy contract (normalizer baked in)."""
     metric_values = dict(_pairs(metrics, "--metrics", _finite))  # before anything loads: a bad one is a one-line error
     notes = dict(_pairs(note, "--note", str))
     import torch
@@ -46,9 +46,18 @@ def export_checkpoint(
         iterations=info.get("iteration"),
         env_steps=info.get("env_steps"),
         metrics=metric_values,
-        notes={"checkpoint": str(Path(checkpoint).name), **notes},
+        notes={"checkpoint": str(Path(checkpoint).name), "algorithm": info.get("algorithm", "ppo"), **notes},
     )
     contract = contract_for_task(task_cfg, spec, provenance=provenance)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    if info.get("algorithm") == "fasttd3":  # off-policy (robot_rl.learn.offpolicy): its own actor, same contract
+        from robot_rl.learn.offpolicy.fasttd3 import policy_parts
+        from robot_rl.policy.export import export_onnx
+
+        normalizer, actor = policy_parts(data)
+        export_onnx(actor, normalizer, contract, out)
+        print(f"exported {checkpoint} → {out} (task {task_cfg.name}, robot {spec.name}, spec {spec.spec_hash})")
+        return 0
     dummy = TensorDict({"policy": torch.zeros(2, contract.obs_dim)}, batch_size=[2])
     hidden = info.get("actor_hidden_dims", list(task_cfg.ppo.actor_hidden_dims))
     actor = MLPModel(
@@ -68,7 +77,6 @@ def export_checkpoint(
             f"{checkpoint}: the actor in the checkpoint does not match the task's network "
             f"(missing {weights_missing[:3]}, unexpected {list(unexpected)[:3]})"
         )
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     export_rsl_rl_policy(actor, contract, out)
     print(f"exported {checkpoint} → {out} (task {task_cfg.name}, robot {spec.name}, spec {spec.spec_hash})")
     return 0

@@ -92,15 +92,23 @@ def play(args: PlayArgs) -> PlayReport:
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
     from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
-    check_checkpoint(args.checkpoint, task, spec)
+    info = check_checkpoint(args.checkpoint, task, spec)
     set_torch_threads(None)
     torch.manual_seed(args.seed)
     env = MujocoVecEnv(task, args.num_envs, seed=args.seed, randomize=args.randomize,
                        nthread=args.physics_threads, fixed_command=args.command)
     vec = RslRlVecEnv(env)
-    runner = TaskRunner(vec, task, log_dir=None, ppo=dataclasses.replace(task.ppo, num_envs=args.num_envs))
-    runner.load(str(args.checkpoint), load_cfg={"actor": True, "critic": True})
-    policy = runner.get_inference_policy()
+    if info.get("algorithm") == "fasttd3":  # off-policy checkpoints hold their own actor (robot_rl.learn.offpolicy)
+        from robot_rl.learn.offpolicy.fasttd3 import inference_policy
+
+        actor = inference_policy(torch.load(args.checkpoint, weights_only=False, map_location="cpu"))
+
+        def policy(obs):
+            return actor(obs["policy"])
+    else:
+        runner = TaskRunner(vec, task, log_dir=None, ppo=dataclasses.replace(task.ppo, num_envs=args.num_envs))
+        runner.load(str(args.checkpoint), load_cfg={"actor": True, "critic": True})
+        policy = runner.get_inference_policy()
 
     skipped = offscreen_backend_problem() if args.video else "no --video path given"
     recorder = None

@@ -1,4 +1,5 @@
-"""Train a task's policy with PPO: ``robot-rl train --task a1-flat`` (and ``sim/train.py``).
+"""Train a task's policy with PPO: ``robot-rl train --task a1-flat`` (and ``sim/train.py``); with FastTD3 (off-policy,
+``--algo fasttd3``, ``robot_rl.learn.offpolicy``) into the same run layout.
 
 Writes to ``<log-dir>/<task>/<run>/``: TensorBoard events, ``model_<it>.pt`` checkpoints (stamped with the
 task and robot-spec hash), ``config.json`` (the task and arguments), ``rsl_rl.log`` (rsl_rl's own
@@ -46,11 +47,12 @@ def require_ppo_task(task: TaskCfg) -> None:
 
 @dataclass(frozen=True)
 class TrainArgs:
-    """Train a policy for a task with PPO (rsl_rl) in the vectorized MuJoCo env."""
+    """Train a policy for a task with PPO (rsl_rl) or FastTD3 in the vectorized MuJoCo env."""
 
     task: str = "a1-flat"  # a task name (see robot_rl.tasks.registry)
-    num_envs: int | None = None  # default: the task's ppo.num_envs
-    max_iterations: int | None = None  # default: the task's ppo.max_iterations
+    algo: Literal["ppo", "fasttd3"] = "ppo"  # fasttd3: off-policy, the recipe's settings (robot_rl.learn.offpolicy)
+    num_envs: int | None = None  # default: the task's ppo.num_envs (fasttd3: its own)
+    max_iterations: int | None = None  # default: the task's ppo.max_iterations (fasttd3: its own)
     num_steps_per_env: int | None = None  # rollout length per iteration; default: the task's
     seed: int = 0
     log_dir: Path = Path("runs")
@@ -173,10 +175,16 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
 
     import torch
 
+    from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_settings
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
 
     if args.resume is not None:
-        check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
+        info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
+        check_algorithm(info, args.algo, args.resume)
+    offpolicy = None  # FastTD3's settings (a PPO-only flag, another backend or several ranks fail here)
+    if args.algo == "fasttd3":
+        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, backend=args.backend,
+                                     world_size=rank.world_size)
     seed = args.seed + rank.rank  # every rank its own envs' draws
     seed_everything(seed)
     set_torch_threads(args.torch_threads)
@@ -188,7 +196,11 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
         run_dir.mkdir(parents=True, exist_ok=True)
         config = {"args": _jsonable(dataclasses.asdict(args)), "task": _jsonable(dataclasses.asdict(task)),
                   "robot_spec_hash": spec.spec_hash, "world_size": rank.world_size}
+        if offpolicy is not None:
+            config["fasttd3"] = _jsonable(dataclasses.asdict(offpolicy))
         (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    if args.algo == "fasttd3":
+        return None, _train_fasttd3(args, task, spec, run_dir, started)
 
     if args.backend == "warp":
         from robot_rl.sim.warp_vec_env import WarpVecEnv
@@ -257,6 +269,19 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     return runner, final
 
 
+def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started: float) -> Path:
+    from robot_rl.learn.offpolicy.train_loop import train_fasttd3
+
+    bar = _progress_bar(0, 0, args.progress)
+    try:
+        final = train_fasttd3(args, task, spec, run_dir, started, bar)
+    finally:
+        bar.close()
+    print(f"done in {(time.monotonic() - started) / 60:.1f} min; checkpoint: {final}")
+    print(f"evaluate: python sim/play.py --task {task.name} --checkpoint {final}")
+    return final
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
@@ -270,7 +295,7 @@ def _jsonable(value):
 
 
 def train_command(args: Annotated[TrainArgs, tyro.conf.arg(name="")]) -> int:
-    """Train a policy with PPO in the vectorized MuJoCo env."""
+    """Train a policy with PPO (or FastTD3: --algo fasttd3) in the vectorized MuJoCo env."""
     train(args)
     return 0
 

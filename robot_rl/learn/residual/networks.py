@@ -12,7 +12,8 @@ of a tanh-squashed Gaussian over the unit residual r ∈ (−1, 1)ⁿ; the loop 
 policy's behaviour unchanged.
 
 Critics: ReLU MLPs with LayerNorm after every hidden layer (RLPD), or
-BatchNorm on the input and after every hidden layer (CrossQ, which drops the target networks).
+BatchNorm on the input and after every hidden layer (CrossQ, which drops the target networks), or neither
+(FastTD3's distributional critics, ``robot_rl.learn.offpolicy``, which use this builder too).
 """
 
 from __future__ import annotations
@@ -152,9 +153,16 @@ def build_actor(state_dim: int, action_dim: int, hidden: tuple[int, ...], init_l
     return Actor()
 
 
+CRITIC_NORMS = ("layernorm", "batchnorm", "none")
+
+
 def build_critics(state_dim: int, action_dim: int, hidden: tuple[int, ...], num: int, norm: str,
-                  bn_momentum: float = 0.01):
-    """An ensemble of ``num`` Q networks; ``forward(state, action)`` returns (num, batch)."""
+                  bn_momentum: float = 0.01, outputs: int = 1):
+    """An ensemble of ``num`` Q networks; ``forward(state, action)`` returns (num, batch), or (num, batch,
+    outputs) for ``outputs`` > 1 (a distributional critic's logits over its value atoms: FastTD3's). ``norm``
+    "none": plain ReLU MLPs (the FastTD3 recipe's critics)."""
+    if norm not in CRITIC_NORMS:
+        raise ValueError(f"critic norm must be one of {', '.join(CRITIC_NORMS)}, got {norm!r}")
     torch = _torch()
     nn = torch.nn
 
@@ -165,9 +173,10 @@ def build_critics(state_dim: int, action_dim: int, hidden: tuple[int, ...], num:
             layers.append(nn.BatchNorm1d(dims[0], momentum=bn_momentum))
         for a, b in pairwise(dims):
             layers.append(nn.Linear(a, b))
-            layers.append(nn.LayerNorm(b) if norm == "layernorm" else nn.BatchNorm1d(b, momentum=bn_momentum))
+            if norm != "none":
+                layers.append(nn.LayerNorm(b) if norm == "layernorm" else nn.BatchNorm1d(b, momentum=bn_momentum))
             layers.append(nn.ReLU())
-        layers.append(nn.Linear(dims[-1], 1))
+        layers.append(nn.Linear(dims[-1], outputs))
         return nn.Sequential(*layers)
 
     class Critics(nn.Module):
@@ -177,6 +186,7 @@ def build_critics(state_dim: int, action_dim: int, hidden: tuple[int, ...], num:
 
         def forward(self, state, action):
             x = torch.cat([state, action], dim=-1)
-            return torch.stack([m(x).squeeze(-1) for m in self.members])
+            out = torch.stack([m(x) for m in self.members])
+            return out.squeeze(-1) if outputs == 1 else out
 
     return Critics()

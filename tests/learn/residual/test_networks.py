@@ -66,12 +66,23 @@ def test_sampled_log_prob_matches_the_squashed_gaussian_density():
     assert float(action.abs().max()) < 1.0
 
 
-@pytest.mark.parametrize("norm", ["layernorm", "batchnorm"])
+@pytest.mark.parametrize("norm", ["layernorm", "batchnorm", "none"])
 def test_critic_ensemble_shapes(norm):
     import torch
 
     critics = build_critics(6, 2, (16, 16), num=3, norm=norm)
     out = critics(torch.zeros(5, 6), torch.zeros(5, 2))
     assert out.shape == (3, 5)
+    distributional = build_critics(6, 2, (16, 16), num=2, norm=norm, outputs=11)  # logits over 11 value atoms
+    assert distributional(torch.zeros(5, 6), torch.zeros(5, 2)).shape == (2, 5, 11)
+
+
+def test_plain_critics_have_no_normalization_layers_and_unknown_norms_are_refused():
+    import torch
+
+    critics = build_critics(6, 2, (16,), num=2, norm="none")
+    assert not any(isinstance(m, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)) for m in critics.modules())
+    with pytest.raises(ValueError, match="layernorm, batchnorm, none"):
+        build_critics(6, 2, (16,), num=2, norm="groupnorm")
 
 

@@ -1,0 +1,37 @@
+"""The off-policy race's scoring and plot (the training and the criterion's evaluation are the trainer's and
+bench_time_to_walk's, tested in tests/learn): first walking checkpoint per run, medians only when every seed
+walked, FastTD3's wall ratio to PPO."""
+
+from __future__ import annotations
+
+
+def _runs(bench, walk_minutes: dict[tuple[str, int], float | None]):
+    row = bench.Row  # bench_time_to_walk's
+    results = []
+    for (algo, seed), minute in walk_minutes.items():
+        rows = [row("model_0.pt", 0.0, 0, 0.5, 0.5, 0, 20, False)]
+        if minute is not None:
+            rows += [row("model_1.pt", minute, int(minute * 1000), 0.1, 0.1, 0, 20, True),
+                     row("model_2.pt", minute + 1, int(minute * 1000) + 1000, 0.09, 0.09, 0, 20, True)]
+        results.append(bench.RunResult(algo, seed, f"/runs/{algo}{seed}", rows, None))
+    return results
+
+
+def test_medians_ratio_and_plot(benchmark_module, tmp_path):
+    bench = benchmark_module("bench_offpolicy_race")
+    results = _runs(bench, {("ppo", 1): 30.0, ("ppo", 2): 40.0, ("ppo", 3): 50.0,
+                            ("fasttd3", 1): 10.0, ("fasttd3", 2): 20.0, ("fasttd3", 3): 30.0})
+    assert results[0].first_walk.checkpoint == "model_1.pt"
+    summary = bench.summarize(results, bench.ALGOS)
+    assert summary["ppo"]["median_minutes"] == 40.0 and summary["fasttd3"]["median_env_steps"] == 20000
+    assert summary["wall_ratio_fasttd3_over_ppo"] == 0.5
+    bench.plot(results, tmp_path / "race.png", "test", 0.15)
+    assert (tmp_path / "race.png").stat().st_size > 0
+
+
+def test_a_seed_that_never_walks_leaves_no_median(benchmark_module):
+    bench = benchmark_module("bench_offpolicy_race")
+    summary = bench.summarize(_runs(bench, {("ppo", 1): 30.0, ("fasttd3", 1): None, ("fasttd3", 2): 5.0}),
+                              bench.ALGOS)
+    assert summary["fasttd3"] == {"runs": 2, "reached": 1, "median_minutes": None, "median_env_steps": None}
+    assert "wall_ratio_fasttd3_over_ppo" not in summary
