@@ -60,7 +60,12 @@ def export_checkpoint(
         return 0
     dummy = TensorDict({"policy": torch.zeros(2, contract.obs_dim)}, batch_size=[2])
     hidden = info.get("actor_hidden_dims", list(task_cfg.ppo.actor_hidden_dims))
-    actor = MLPModel(
+    model, extra = MLPModel, {}
+    if task_cfg.ppo.chain_projected_actor:
+        from robot_rl.learn.chain_projected import ChainProjectedMLP, projection_settings
+
+        model, extra = ChainProjectedMLP, {"projection": projection_settings(task_cfg, spec)}
+    actor = model(
         dummy,
         {"actor": ["policy"]},
         "actor",
@@ -69,6 +74,7 @@ def export_checkpoint(
         activation=info.get("activation", task_cfg.ppo.activation),
         obs_normalization=True,
         distribution_cfg={"class_name": "rsl_rl.modules.distribution:GaussianDistribution", "init_std": 1.0},
+        **extra,
     )
     missing, unexpected = actor.load_state_dict(data["actor_state_dict"], strict=False)
     weights_missing = [k for k in missing if not k.startswith("distribution")]

@@ -136,6 +136,14 @@ def train_cfg(ppo: PPOCfg, run_name: str = "") -> dict:
     }
 
 
+def chain_projected_actor_entries(task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
+    """The actor entries for ``PPOCfg.chain_projected_actor``; training, play and export build the actor from these."""
+    from robot_rl.learn.chain_projected import projection_settings
+
+    return {"class_name": "robot_rl.learn.chain_projected:ChainProjectedMLP",
+            "projection": projection_settings(task, spec)}
+
+
 def checkpoint_info(task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
     """What a checkpoint records about what it was trained for (checked when it is loaded)."""
     return {"task": task.name, "robot": spec.name, "spec_hash": spec.spec_hash}
@@ -168,6 +176,8 @@ class TaskRunner(OnPolicyRunner):
                             **(provenance or {})}
         self._console = console
         cfg = train_cfg(ppo, run_name=task.name)
+        if ppo.chain_projected_actor and actor is None:
+            cfg["actor"] |= chain_projected_actor_entries(task, env.env.spec)
         if actor is not None:
             cfg["actor"] = actor
             self._provenance |= {"actor": getattr(actor["class_name"], "__name__", str(actor["class_name"]))}
@@ -222,8 +232,16 @@ class TaskRunner(OnPolicyRunner):
             self._on_iteration(info)
 
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
-        with self._quiet():
-            super().learn(num_learning_iterations, init_at_random_ep_len)
+        actor = self.alg.actor
+        projecting = getattr(actor, "projecting", None)
+        if projecting is not None:  # a chain-projected actor trains its MLP unprojected (chain_projected says why)
+            actor.projecting = False
+        try:
+            with self._quiet():
+                super().learn(num_learning_iterations, init_at_random_ep_len)
+        finally:
+            if projecting is not None:
+                actor.projecting = projecting
 
     def learn_critic_only(self, iterations: int, learning_rate: float, init_at_random_ep_len: bool = False) -> None:
         """PPO iterations that train the critic alone (the actor frozen): a started actor's first updates on an

@@ -61,6 +61,10 @@ class PPOCfg:
     activation: str = "elu"
     init_noise_std: float = 1.0
     save_interval: int = 50  # iterations between checkpoints
+    # The policy's output projected onto what the deploy safety chain passes unchanged (rate, torque, clip), in the
+    # exported graph and in play; PPO trains the MLP under it unprojected (robot_rl.learn.chain_projected says
+    # why). The actor must observe joint_pos_rel, joint_vel and last_action.
+    chain_projected_actor: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,14 @@ def test_shipped_a1_policy_passes_the_gate_in_both_simulators():
     assert [s.simulator for s in result.scores] == ["mujoco", "pybullet"]
 
 
+def test_shipped_arm_policy_passes_the_gate_in_both_simulators():
+    """panda_reach steps its targets inside the safety chain's limits (a chain-projected actor): the chain that
+    clipped 17 % of the previous policy's ticks has (almost) nothing to do."""
+    result = policy_gate(POLICIES / "panda_reach" / "policy.onnx")
+    assert result.passed, {s.simulator: _failed(s) for s in result.scores}
+    assert all(s.intervention_rate <= 0.02 for s in result.scores), [s.intervention_rate for s in result.scores]
+
+
 def test_policy_trained_without_randomization_fails_the_gate_where_its_card_says():
     """It walks well in its own training sim (see its MODEL_CARD.md) but is never pushed there and leans
     on the safety chain: the gate must catch both, in each simulator."""

@@ -1,6 +1,7 @@
 """The robustness tables committed next to the policies (``policies/*/sim2sim/robustness.md``, made by
 ``robot-rl sim2sim --suite full``, ~5 minutes each) parse, agree with themselves and with the model cards, and
-the fragile policy's verdict is reproduced live on two cheap conditions it fails (real MuJoCo, the runtime)."""
+the fragile policy's verdict is reproduced live on two cheap conditions it fails, the arm's on the condition that
+its unprojected predecessor failed worst (real MuJoCo, the runtime)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
-# Today's committed policies all fail the suite (issue 21's next part trains ones that pass).
-EXPECTED = {"a1_flat_v1": False, "a1_flat_no_dr": False, "panda_reach": False}
+# The controls fail the suite; panda_reach (a chain-projected actor) passes it.
+EXPECTED = {"a1_flat_v1": False, "a1_flat_no_dr": False, "panda_reach": True}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -57,3 +58,16 @@ def test_fragile_policy_fails_cheap_conditions_that_its_gate_run_passes():
     rows = {(r["group"], r["condition"], r["setting"]): r for r in parse_suite_table(
         (POLICIES / "a1_flat_v1" / "sim2sim" / "robustness.md").read_text())[1]}
     assert rows[("DR corner", "payload +3 kg", "mujoco")]["result"].startswith("FAIL")
+
+
+def test_shipped_arm_keeps_the_chain_idle_under_observation_noise():
+    """Observation noise was the old panda_reach's worst condition (the chain clipped half its ticks): the
+    shipped policy's targets stay inside the chain's limits there, and it still reaches."""
+    task, spec = make_task("panda-reach"), load_robot("panda")
+    conditions = {c.key: c for c in rb.suite_conditions(task, spec)}
+    policy = str(POLICIES / "panda_reach" / "policy.onnx")
+    config = GateConfig()
+    outcome = rb.run_condition(policy, conditions[("DR corner", "observation noise", "mujoco")], 0, config)
+    assert outcome.error is None and not outcome.fell
+    assert outcome.intervention_rate <= config.max_intervention_rate
+    assert outcome.gate_tracking_passed
