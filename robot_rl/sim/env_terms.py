@@ -42,7 +42,8 @@ class TaskTermsMixin:
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action,
+            sent_action=self.last_sent_action, target_lower=self.chain_target_lower,
+            target_upper=self.chain_target_upper, action_scale=self.task.action.scale,
         )
         if self.floating:
             inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]

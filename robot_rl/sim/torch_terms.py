@@ -137,6 +137,15 @@ def _rate_excess(i: RewardInputs, c: dict) -> Tensor:
     return torch.clamp((i.action - ref).abs() - i.max_action_step, min=0.0).sum(1) / i.max_action_step
 
 
+def _chain_clips(i: RewardInputs, c: dict) -> Tensor:
+    q_target = i.default_q + i.action_scale * i.action
+    lo = torch.minimum(i.target_lower - torch.clamp(i.dq, max=0.0) * i.dt, i.target_upper)
+    hi = torch.maximum(i.target_upper - torch.clamp(i.dq, min=0.0) * i.dt, i.target_lower)
+    ref = i.last_action if i.sent_action is None else i.sent_action
+    clipped = (q_target < lo) | (q_target > hi) | ((i.action - ref).abs() > i.max_action_step)
+    return clipped.sum(1).to(i.q.dtype)
+
+
 # The robot-side terms of REWARD_TERMS (the tool and object terms need task-side inputs the warp env lacks).
 TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "tracking_lin_vel": lambda i, c: torch.exp(-_sq(i.command[:, :2] - i.base_lin_vel[:, :2]) / c["sigma"]),
@@ -152,6 +161,7 @@ TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "dof_acc": lambda i, c: _sq((i.dq - i.last_dq) / i.dt),
     "action_rate": lambda i, c: _sq(i.action - i.last_action),
     "target_rate_excess": _rate_excess,
+    "chain_clips": _chain_clips,
     "dof_pos_limits": lambda i, c: (torch.clamp(i.q_soft_lower - i.q, min=0.0)
                                     + torch.clamp(i.q - i.q_soft_upper, min=0.0)).sum(1),
     "termination": lambda i, c: i.terminated.to(i.q.dtype),

@@ -24,6 +24,7 @@ import torch
 
 from robot_rl.core.errors import RobotRLError
 from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.safety.filters import SafetyLimits
 from robot_rl.sim import randomization as dr
 from robot_rl.sim import torch_terms as tt
 from robot_rl.sim.mujoco_vec_env import StepResult
@@ -135,6 +136,8 @@ class WarpVecEnv:
         lower, upper = soft_limits(spec.position_lower[idx], spec.position_upper[idx], task.rewards.soft_limit_fraction)
         self.q_soft_lower, self.q_soft_upper = t(lower), t(upper)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)
+        chain = SafetyLimits.from_spec(spec)
+        self._chain_lower, self._chain_upper = t(chain.soft_lower[idx]), t(chain.soft_upper[idx])
         self.fixed_command = None
         if fixed_command is not None:
             from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
@@ -342,7 +345,8 @@ class WarpVecEnv:
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action, base_lin_vel=f["base_lin_vel"], base_ang_vel=f["base_ang_vel"],
+            sent_action=self.last_sent_action, target_lower=self._chain_lower, target_upper=self._chain_upper,
+            action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"], base_ang_vel=f["base_ang_vel"],
             projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)
         reward = torch.where(unstable, 0.0, reward)  # an env that blew up earns nothing (its values are meaningless)

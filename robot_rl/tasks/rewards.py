@@ -84,6 +84,11 @@ class RewardInputs:
     # The raw action the rate limit measures steps from: the last one sent to the robot (rate-limited where
     # the env limits targets as the safety chain does). None: the last policy output.
     sent_action: np.ndarray | None = None
+    # The safety chain's soft position limits of the policy joints (rad) and the action's scale (rad per unit),
+    # for the chain_clips term (None: not provided).
+    target_lower: np.ndarray | None = None
+    target_upper: np.ndarray | None = None
+    action_scale: float | None = None
 
 
 def _sq(x: np.ndarray) -> np.ndarray:
@@ -105,6 +110,17 @@ RewardFn = Callable[[RewardInputs, dict], np.ndarray]  # (inputs, the term's set
 class RewardTermDef:
     compute: RewardFn
     defaults: dict = field(default_factory=dict)  # the term's settings and their defaults
+
+
+def chain_clip_mask(i: RewardInputs) -> np.ndarray:
+    """(N, joints) bool: the targets the safety chain's rate, position and velocity-aware limits would move (the
+    laws of ``robot_rl.safety.filters``, batched; the raw action decoded without its clip; a joint already outside
+    its soft range, whose bounds the chain widens to where it is, counts as clipped)."""
+    q_target = i.default_q + i.action_scale * i.action
+    lo = np.minimum(i.target_lower - np.minimum(i.dq, 0.0) * i.dt, i.target_upper)
+    hi = np.maximum(i.target_upper - np.maximum(i.dq, 0.0) * i.dt, i.target_lower)
+    ref = i.last_action if i.sent_action is None else i.sent_action
+    return (q_target < lo) | (q_target > hi) | (np.abs(i.action - ref) > i.max_action_step)
 
 
 def _t(compute: RewardFn, **defaults: float | None) -> RewardTermDef:
@@ -137,6 +153,11 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     "target_rate_excess": _t(lambda i, c: np.sum(np.clip(
         np.abs(i.action - (i.last_action if i.sent_action is None else i.sent_action)) - i.max_action_step, 0.0,
         None), axis=1) / i.max_action_step),
+    # How many joints' targets the deploy safety chain would clip this step: outside its soft position limits
+    # shrunk by the distance the joint covers in a period toward them (position and velocity-aware limits), or
+    # a step over its rate limit. Each is an intervention the sim2sim gate counts; the rate excess above says how
+    # far, this term how often, which is what the gate measures.
+    "chain_clips": _t(lambda i, c: np.sum(chain_clip_mask(i), axis=1).astype(float)),
     "dof_pos_limits": _t(lambda i, c: np.sum(
         np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
     )),

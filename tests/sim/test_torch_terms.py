@@ -91,10 +91,11 @@ def test_every_torch_reward_term_agrees() -> None:
                   sent_action=rng.normal(size=(N, J)), base_lin_vel=rng.normal(size=(N, 3)),
                   base_ang_vel=rng.normal(size=(N, 3)), projected_gravity=rng.normal(size=(N, 3)),
                   base_height=rng.uniform(0.2, 0.4, N), first_contact=rng.random((N, 4)) < 0.5,
-                  air_time=rng.uniform(0, 1, (N, 4)))
+                  air_time=rng.uniform(0, 1, (N, 4)), target_lower=-np.ones(J) * 0.8, target_upper=np.ones(J) * 0.8,
+                  action_scale=0.25)
     terms = tuple(rw.RewardTerm(name, 0.5) for name in tt.TORCH_REWARD_TERMS)
     cfg = rw.RewardsCfg(terms).for_robot(0.3)
-    scalars = ("dt", "max_action_step")
+    scalars = ("dt", "max_action_step", "action_scale")
     total, parts = rw.compute_rewards(cfg, rw.RewardInputs(**values))
     t_total, t_parts = tt.compute_rewards(cfg, rw.RewardInputs(**{k: v if k in scalars else T(v)
                                                                   for k, v in values.items()}))

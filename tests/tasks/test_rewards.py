@@ -139,3 +139,40 @@ def test_panda_push_rewards_use_the_tasks_success_radius():
     obj = np.array([[0.6 + d, 0.0, 0.025] for d in (0.2, 0.1, 0.04, 0.0)])
     total, _ = compute_rewards(cfg, _inputs(n=4, j=7, command=goal, object_pos=obj, tool_pos=obj.copy()))
     assert np.all(np.diff(total) > 0)
+
+
+def test_chain_clips_counts_the_targets_the_safety_chain_would_move():
+    """The batched law against the chain's own filters (rate, then position, then velocity-aware) on one robot."""
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.safety.filters import SafetyLimits, position_limit, rate_limit, velocity_aware_limit
+
+    spec = load_robot("a1")
+    limits = SafetyLimits.from_spec(spec)
+    rng = np.random.default_rng(0)
+    n, j, scale, dt = 400, spec.num_joints, 0.25, spec.timing.policy_period_s
+    default = spec.default_positions
+    # Inside the soft range: outside it the chain widens its bounds to the measured position (a robot resting on its
+    # stops), which the count does not model.
+    q = np.clip(default + rng.normal(scale=0.3, size=(n, j)), limits.soft_lower, limits.soft_upper)
+    dq = rng.normal(scale=8.0, size=(n, j))
+    sent = rng.normal(scale=1.0, size=(n, j))
+    action = sent + rng.normal(scale=0.3, size=(n, j))
+    max_step = limits.max_step / scale
+    inputs = _inputs(n=n, j=j, q=q, dq=dq, default_q=default, action=action, sent_action=sent, dt=dt,
+                     max_action_step=float(np.max(max_step)), target_lower=limits.soft_lower,
+                     target_upper=limits.soft_upper, action_scale=scale)
+    count = _term("chain_clips", inputs)
+    assert 0 < count.mean() < j  # some clipped, not all
+    active = np.ones(j, dtype=bool)
+    for k in range(n):
+        target = default + scale * action[k]
+        ref = default + scale * sent[k]
+        moved = np.abs(action[k] - sent[k]) > max_step
+        _, rate_event = rate_limit(target, ref, limits, active)
+        assert (rate_event is not None) == bool(moved.any())
+        lo_ok = position_limit(target, q[k], limits, active)[1] is None
+        vel_ok = velocity_aware_limit(target, q[k], dq[k], limits, active)[1] is None
+        if count[k] == 0:
+            assert lo_ok and vel_ok and not moved.any()
+        elif not moved.any():
+            assert not (lo_ok and vel_ok)

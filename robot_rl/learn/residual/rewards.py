@@ -20,6 +20,7 @@ import numpy as np
 
 from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
+from robot_rl.safety.filters import SafetyLimits
 from robot_rl.tasks.observations import projected_gravity
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import TaskCfg
@@ -48,6 +49,7 @@ class StateReward:
         self.soft_lower, self.soft_upper = soft_limits(spec.position_lower, spec.position_upper,
                                                        task.rewards.soft_limit_fraction)
         self.floating = spec.sim_model.floating_base
+        self._chain = SafetyLimits.from_spec(spec)
         self.kinematics = None
         if spec.sim_model.end_effector_body is not None and task.terms.uses_tool:
             from robot_rl.teleop.arm_ik import ArmKinematics
@@ -110,6 +112,8 @@ class StateReward:
             torque=np.asarray(state.tau, dtype=np.float64)[None], action=np.asarray(action, dtype=np.float64)[None],
             last_action=np.asarray(last_action, dtype=np.float64)[None], terminated=np.array([terminated]),
             max_action_step=self.task.action.max_step(self.spec.safety.max_target_rate_rad_s, self.dt),
+            target_lower=self._chain.soft_lower, target_upper=self._chain.soft_upper,
+            action_scale=self.task.action.scale,
         )
         if self.floating:
             inputs.base_ang_vel = np.asarray(state.base_ang_vel, dtype=np.float64)[None]
