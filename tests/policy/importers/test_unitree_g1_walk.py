@@ -78,8 +78,9 @@ def test_gate_verdict_of_the_unitree_g1_policy(external, tmp_path, monkeypatch):
     for score in result.scores:
         assert score.error is None and not score.fall.fell, score.simulator
         failed = {c.name for c in score.checks if not c.passed}
-        assert failed == {"yaw_rate error mean", "yaw_rate error p95", "yaw_rate error mean, worst segment",
-                          "safety interventions per tick"}, (score.simulator, failed)
+        yaw = {"yaw_rate error mean", "yaw_rate error p95", "yaw_rate error mean, worst segment"}
+        assert yaw | {"safety interventions per tick"} <= failed, (score.simulator, failed)
+        assert failed <= yaw | {"safety interventions per tick", "runtime.step p99"}, (score.simulator, failed)
         assert score.intervention_rate > 0.5 and score.interventions["rate_limit"] > 0, score.interventions
         # It walked: hung from the gantry it could not have tracked 0.5 m/s forward.
         assert score.segments["forward"]["vx"].mean < 0.15, score.segments["forward"]
