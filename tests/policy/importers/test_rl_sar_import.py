@@ -110,6 +110,14 @@ def test_gate_runs_himloco_on_the_spec_file_it_was_imported_against(external, go
         assert sim["error"] is None and not sim["fall"]["fell"], name
         failed = {c["name"] for c in sim["checks"] if not c["passed"]}
         assert failed <= {"yaw_rate error mean, worst segment", "yaw_rate error p95"}, (name, failed)
+    # The robustness suite (--suite full) loads the same file: one of its runs.
+    from robot_rl.evaluation import robustness as rb
+    from robot_rl.evaluation.gate_config import GateConfig
+
+    task, spec, _ = rb._loaded(str(path), spec_file)
+    nominal = next(c for c in rb.suite_conditions(task, spec, 1) if c.group == "nominal" and c.setting == "mujoco")
+    outcome = rb.run_condition(str(path), nominal, 0, GateConfig(), spec_file)
+    assert outcome.error is None and not outcome.fell, outcome
 
 
 def test_joint_list_rotated_by_one_joint_is_refused(external, tmp_path):
