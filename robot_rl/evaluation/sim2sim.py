@@ -256,7 +256,8 @@ def gate_spec(policy: str | Path, found: PolicyContract, robot: str | None) -> R
     if spec.spec_hash != found.spec_hash:
         raise PolicyLoadError(policy, f"its contract was written against a {spec.name!r} spec with hash "
                                       f"{found.spec_hash}, {spec.source_file} has {spec.spec_hash}: give the spec file "
-                                      "it was exported or imported against (--robot path/to/spec.yaml)")
+                                      "it was exported or imported against (--robot path/to/spec.yaml), or export "
+                                      "it again for this one")
     return spec
 
 

@@ -134,7 +134,8 @@ def test_robot_may_be_a_spec_file_whose_hash_the_contract_must_name(untrained_a1
     assert result.scores[0].error is None and result.runs["mujoco"].record.ticks > 0
     stiffer = _a1_spec_copy(tmp_path / "stiffer", "kp: 20.0", "kp: 25.0")
     with pytest.raises(PolicyLoadError, match=rf"written against a 'a1' spec with hash {A1.spec_hash}, {stiffer} "
-                                              r"has [0-9a-f]{16}: give the spec file .*\(--robot path/to/spec.yaml\)$"):
+                                              r"has [0-9a-f]{16}: give the spec file .*\(--robot path/to/spec.yaml\), "
+                                              r"or export it again for this one$"):
         policy_gate(untrained_a1_policy, robot=stiffer)
     with pytest.raises(PolicyLoadError, match=r"exported for robot 'a1', not 'go2' \(.*go2\.yaml\)"):
         policy_gate(untrained_a1_policy, robot=load_robot("go2").source_file)
