@@ -275,24 +275,26 @@ def tracking_error(score) -> float:
 
 
 @functools.cache
-def _loaded(policy: str):
-    """(task, spec, policy) of ``policy``, once per process: reading the robot's YAML and opening the ONNX
+def _loaded(policy: str, robot: str | None = None):
+    """(task, spec, policy) of ``policy`` on ``robot`` (a spec name or file; default: the contract's robot), once
+    per process: reading the robot's YAML and opening the ONNX
     session cost more than a short run. The policy is feed-forward (its buffers are scratch), so runs in
     sequence share it; each run gets a fresh controller and runtime."""
-    from robot_rl.policy.contract import PolicyContract, layout_for_policy
+    from robot_rl.policy.contract import PolicyContract, action_for_policy, layout_for_policy
     from robot_rl.policy.onnx_policy import load_policy, read_contract
     from robot_rl.robots.spec import load_robot
     from robot_rl.tasks.registry import make_task
 
     found = read_contract(policy)
-    task, spec = make_task(found.provenance.task), load_robot(found.robot)
+    task, spec = make_task(found.provenance.task), load_robot(robot or found.robot)
     expected = PolicyContract.expected_from(spec, layout_for_policy(task.actor_obs, found), task.commands,
-                                            task.action)
+                                            action_for_policy(task.action, found))  # an imported policy's own
     return task, spec, load_policy(policy, expected)
 
 
-def run_condition(policy: str, c: Condition, seed: int, config: GateConfig) -> RunOutcome:
-    """One run of ``c`` with ``seed`` through the deploy runtime; a crash is an outcome, not an exception."""
+def run_condition(policy: str, c: Condition, seed: int, config: GateConfig, robot: str | None = None) -> RunOutcome:
+    """One run of ``c`` with ``seed`` through the deploy runtime (``robot``: as for :func:`_loaded`); a crash is an
+    outcome, not an exception."""
     from robot_rl.control.controller import PolicyController
     from robot_rl.control.runtime import DeployRuntime
     from robot_rl.evaluation.scoring import score_run
@@ -300,7 +302,7 @@ def run_condition(policy: str, c: Condition, seed: int, config: GateConfig) -> R
 
     start = time.perf_counter()
     try:
-        task, spec, onnx = _loaded(str(policy))
+        task, spec, onnx = _loaded(str(policy), robot)
         scenario = condition_scenario(c, seed, task, spec)
         simulator = SETTINGS[c.setting][0]
 
@@ -319,16 +321,16 @@ def run_condition(policy: str, c: Condition, seed: int, config: GateConfig) -> R
         return RunOutcome(True, math.nan, math.nan, False, time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
 
 
-def _job(args: tuple[str, Condition, int, GateConfig]) -> RunOutcome:
+def _job(args: tuple[str, Condition, int, GateConfig, str | None]) -> RunOutcome:
     return run_condition(*args)
 
 
-def _run_all(policy: str, conditions: list[Condition], config: GateConfig,
-             pool: ProcessPoolExecutor | None) -> dict[tuple, list[RunOutcome]]:
-    jobs = [(policy, c, s, config) for c in conditions for s in range(c.seeds)]
+def _run_all(policy: str, conditions: list[Condition], config: GateConfig, pool: ProcessPoolExecutor | None,
+             robot: str | None = None) -> dict[tuple, list[RunOutcome]]:
+    jobs = [(policy, c, s, config, robot) for c in conditions for s in range(c.seeds)]
     outcomes = pool.map(_job, jobs, chunksize=4) if pool is not None else map(_job, jobs)
     grouped: dict[tuple, list[RunOutcome]] = {c.key: [] for c in conditions}
-    for (_, c, _, _), outcome in zip(jobs, outcomes, strict=True):
+    for (_, c, _, _, _), outcome in zip(jobs, outcomes, strict=True):
         grouped[c.key].append(outcome)
     return grouped
 
@@ -366,17 +368,18 @@ class SuiteResult:
 
 
 def run_suite(policy: str, config: GateConfig | None = None, workers: int = 2, seeds: int = SUITE_SEEDS,
-              select: Callable[[Condition], bool] | None = None) -> SuiteResult:
-    """The whole suite for ``policy`` (``select``: only the conditions it accepts, e.g. for tests)."""
+              select: Callable[[Condition], bool] | None = None, robot: str | None = None) -> SuiteResult:
+    """The whole suite for ``policy`` (``select``: only the conditions it accepts, e.g. for tests; ``robot``: a spec
+    file other than the shipped spec of the contract's robot, as the gate's ``--robot``)."""
     start = time.perf_counter()
     config = config or GateConfig()
-    task, spec, _ = _loaded(str(policy))  # also refuses a policy whose contract does not match its task
+    task, spec, _ = _loaded(str(policy), robot)  # also refuses a policy whose contract does not match its task
     conditions = [c for c in suite_conditions(task, spec, seeds) if select is None or select(c)]
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 1 else None
     try:
         # The slowest conditions first, so that the workers finish together.
         order = sorted(conditions, key=lambda c: -c.seeds * condition_scenario(c, 0, task, spec).total_s)
-        outcomes = _run_all(policy, order, config, pool)
+        outcomes = _run_all(policy, order, config, pool, robot)
 
         def result(c: Condition) -> ConditionResult:
             nominal = outcomes.get(("nominal", next((n.label for n in conditions if n.group == "nominal"), ""),
@@ -386,7 +389,7 @@ def run_suite(policy: str, config: GateConfig | None = None, workers: int = 2, s
         corners = [result(c) for c in conditions if c.group == "DR corner"]
         worst = [w for s in SETTINGS if (w := worst_case(corners, s)) is not None and (select is None or select(w))]
         if worst:
-            outcomes.update(_run_all(policy, worst, config, pool))
+            outcomes.update(_run_all(policy, worst, config, pool, robot))
             conditions += worst
     finally:
         if pool is not None:

@@ -243,11 +243,29 @@ def over_layouts(first: SimScore, make_runtime: Callable[[], DeployRuntime], spe
     return layouts_score(first, others, config)
 
 
+def gate_spec(policy: str | Path, found: PolicyContract, robot: str | None) -> RobotSpec:
+    """The spec the gate runs ``policy`` on: ``robot`` (a name, or a spec file — e.g. the one a policy was imported
+    against with its own gains) or, by default, the shipped spec of the contract's robot. The spec must be the one
+    the contract was written against (same robot name and spec hash); otherwise a one-line PolicyLoadError."""
+    from robot_rl.policy.onnx_policy import PolicyLoadError
+
+    spec = load_robot(robot or found.robot)  # ConfigError for an unknown name or a broken file
+    if spec.name != found.robot:
+        where = "" if robot == spec.name else f" ({robot})"
+        raise PolicyLoadError(policy, f"it was exported for robot {found.robot!r}, not {spec.name!r}{where}")
+    if spec.spec_hash != found.spec_hash:
+        raise PolicyLoadError(policy, f"its contract was written against a {spec.name!r} spec with hash "
+                                      f"{found.spec_hash}, {spec.source_file} has {spec.spec_hash}: give the spec file "
+                                      "it was exported or imported against (--robot path/to/spec.yaml), or export "
+                                      "it again for this one")
+    return spec
+
+
 def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequence[str] | None = None,
                 config: GateConfig | None = None, time_scale: float = 1.0, command: str = "",
                 console: Console | None = None) -> GateResult:
-    """Load ``policy`` (contract checked), pick its task's scenario, run and score every simulator (default:
-    :func:`default_simulators`)."""
+    """Load ``policy`` (contract checked) on the spec :func:`gate_spec` picks (``robot``: a name or a spec file),
+    pick its task's scenario, run and score every simulator (default: :func:`default_simulators`)."""
     from robot_rl.policy.onnx_policy import PolicyLoadError, read_contract
     from robot_rl.tasks.registry import make_task
 
@@ -257,17 +275,16 @@ def policy_gate(policy: str | Path, robot: str | None = None, simulators: Sequen
         if unknown or not simulators:
             raise ValueError(f"simulators must be a non-empty selection of {SIMULATORS}, got {tuple(simulators)}")
     found = read_contract(policy)  # PolicyLoadError for a missing or broken file
-    if robot is not None and robot != found.robot:
-        raise PolicyLoadError(policy, f"it was exported for robot {found.robot!r}, not {robot!r}")
     if not found.provenance.task:
         raise PolicyLoadError(policy, "its contract names no training task (provenance.task): no scenario to run")
+    spec = gate_spec(policy, found, robot)
     task = make_task(found.provenance.task)
-    spec = load_robot(found.robot)
     simulators = default_simulators(spec) if simulators is None else simulators
-    DeployRuntime.load(spec.name, policy)  # refuse a contract mismatch before any simulator starts
+    spec_file = str(spec.source_file)  # the runtime loads this file, not the shipped spec of the same name
+    DeployRuntime.load(spec_file, policy)  # refuse a contract mismatch before any simulator starts
     scenario = scenario_for(task.terms.gate, task.commands, spec, time_scale, task.terms.source, task.episode_length_s)
     config = config or GateConfig()
-    scores, runs = evaluate(lambda: DeployRuntime.load(spec.name, policy), spec, scenario, simulators, config, console)
+    scores, runs = evaluate(lambda: DeployRuntime.load(spec_file, policy), spec, scenario, simulators, config, console)
     return GateResult(spec, task.name, scenario, config, scores, runs, command, str(policy), found,
                       time.perf_counter() - started)
 
@@ -363,7 +380,8 @@ def _command_line(policy: str, robot: str | None, out_dir: str, simulators: Sequ
     return shlex.join(parts)
 
 
-def robustness_suite(policy: str, config: GateConfig, command: str, out_dir: str, console: Console) -> bool:
+def robustness_suite(policy: str, config: GateConfig, command: str, out_dir: str, console: Console,
+                     robot: str | None = None) -> bool:
     """The robustness suite (``--suite full``) on 2 worker processes; writes ``robustness.md``; True: it passed."""
     import os
 
@@ -371,7 +389,7 @@ def robustness_suite(policy: str, config: GateConfig, command: str, out_dir: str
     from robot_rl.evaluation.robustness_report import write_suite
 
     console.print("[bold]robustness suite[/bold]: shoves, DR corners, contact settings, long walk …")
-    result = run_suite(policy, config, workers=max(1, min(2, os.cpu_count() or 1)))
+    result = run_suite(policy, config, workers=max(1, min(2, os.cpu_count() or 1)), robot=robot)
     path = write_suite(result, config, command, out_dir)
     failed = [r for r in result.results if not r.passed]
     for r in failed[:20]:
@@ -398,7 +416,10 @@ def sim2sim(
 
     Args:
         policy: the exported ONNX policy (its contract names the robot and the task).
-        robot: refuse the policy unless it was exported for this robot (default: the contract's robot).
+        robot: the robot to run on, by name or spec file (default: the shipped spec of the contract's robot). A
+            file is for a policy written against a spec other than the shipped one (an imported policy with its
+            own gains, `import-policy --robot path/to/spec.yaml`); the policy is refused unless its contract
+            names this robot and this spec's hash.
         out_dir: where report.md, report.png and gate.json go.
         simulators: which simulators to run, in order (default: MuJoCo and the robot's second physics: PyBullet
             for a URDF model, else mujoco-alt, MuJoCo's second integrator/contact configuration).
@@ -417,5 +438,5 @@ def sim2sim(
     print_summary(result, console)
     paths = write_outputs(result, out_dir)
     console.print("report: " + ", ".join(str(p) for p in paths))
-    robust = robustness_suite(policy, gate_config, command, out_dir, console) if suite == "full" else True
+    robust = robustness_suite(policy, gate_config, command, out_dir, console, robot) if suite == "full" else True
     return 0 if result.passed and robust else 1

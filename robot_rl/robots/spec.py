@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from robot_rl.robots.spec_extends import resolve_extends
 from robot_rl.typed_yaml import ConfigError, build, read_yaml, to_plain
 
 # The specs live in the repository's ``hardware/`` (user-facing, next to ``launch/`` and ``sim/``): a checkout or an
@@ -315,7 +316,7 @@ def _validate(spec: RobotSpec, src: str) -> None:
 def load_spec_file(path: str | Path) -> RobotSpec:
     """Load and validate one spec file."""
     path = Path(path)
-    data = read_yaml(path)
+    data = resolve_extends(read_yaml(path), path, specs_dir())  # a file that extends another spec
     spec = build(RobotSpec, data, path)
     if spec.name != path.stem:
         raise ConfigError(path, "name", f"{spec.name!r} does not match the file name {path.stem!r}")

@@ -12,6 +12,7 @@ import pytest
 
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.evaluation import robustness as rb
+from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.perturbed_robot import NoisyRuntime, Perturbation, PerturbedSimRobot
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
@@ -168,3 +169,16 @@ def test_steps_scene_builds_in_both_simulators_and_the_robot_stands_clear_of_it(
     assert abs(state.base_pos[2] - spec.sim_model.base_height) < 0.08  # on the floor, not on a block
     first = min(b.pos[0] - b.half_size[0] for b in scenario.scene.boxes)
     assert first > 0.3  # the first step is ahead of the feet
+
+
+def test_the_suite_runs_on_the_spec_file_it_is_given(untrained_a1_policy, tmp_path):
+    """`sim2sim --robot path/to/a1.yaml --suite full`: every run loads that file, not the shipped spec."""
+    spec_file = tmp_path / "a1.yaml"
+    text = Path(load_robot("a1").source_file).read_text()
+    spec_file.write_text(text.replace("soft_limit_margin_rad: 0.05", "soft_limit_margin_rad: 0.06"))
+    _, spec, _ = rb._loaded(str(untrained_a1_policy), str(spec_file))
+    assert spec.source_file == str(spec_file) and spec.safety.soft_limit_margin_rad == 0.06
+    conditions = rb.suite_conditions(make_task("a1-flat"), spec, 1)
+    nominal = next(c for c in conditions if c.group == "nominal" and c.setting == "mujoco")
+    outcome = rb.run_condition(str(untrained_a1_policy), nominal, 0, GateConfig(), str(spec_file))
+    assert outcome.error is None and outcome.wall_s > 0

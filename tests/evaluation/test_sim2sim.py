@@ -4,6 +4,8 @@ and bad input gets a clear error."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pybullet as pb
 import pytest
@@ -110,6 +112,33 @@ def test_bad_input_is_refused_with_a_clear_error(untrained_a1_policy, tmp_path):
         policy_gate(tmp_path / "nope.onnx")
     with pytest.raises(ValueError, match="simulators must be"):
         policy_gate(untrained_a1_policy, simulators=("gazebo",))
+
+
+def _a1_spec_copy(tmp_path, old: str = "", new: str = "") -> str:
+    """The A1 spec as a user's own file (``old`` replaced by ``new``), named a1.yaml as a spec file must be."""
+    text = Path(A1.source_file).read_text()
+    assert old in text
+    tmp_path.mkdir(parents=True)
+    path = tmp_path / "a1.yaml"
+    path.write_text(text.replace(old, new))
+    return str(path)
+
+
+def test_robot_may_be_a_spec_file_whose_hash_the_contract_must_name(untrained_a1_policy, tmp_path):
+    """--robot takes a spec file as well as a name: the gate runs on that file when the contract was written
+    against it (the same hash), and refuses it in one line otherwise."""
+    same = _a1_spec_copy(tmp_path / "same", "soft_limit_margin_rad: 0.05", "soft_limit_margin_rad: 0.06")
+    result = policy_gate(untrained_a1_policy, robot=same, simulators=("mujoco",), time_scale=SHORT,
+                         config=GateConfig(settle_s=0.25))
+    assert result.spec.source_file == same and result.spec.safety.soft_limit_margin_rad == 0.06
+    assert result.scores[0].error is None and result.runs["mujoco"].record.ticks > 0
+    stiffer = _a1_spec_copy(tmp_path / "stiffer", "kp: 20.0", "kp: 25.0")
+    with pytest.raises(PolicyLoadError, match=rf"written against a 'a1' spec with hash {A1.spec_hash}, {stiffer} "
+                                              r"has [0-9a-f]{16}: give the spec file .*\(--robot path/to/spec.yaml\), "
+                                              r"or export it again for this one$"):
+        policy_gate(untrained_a1_policy, robot=stiffer)
+    with pytest.raises(PolicyLoadError, match=r"exported for robot 'a1', not 'go2' \(.*go2\.yaml\)"):
+        policy_gate(untrained_a1_policy, robot=load_robot("go2").source_file)
 
 
 def test_cli_function_with_tyro_writes_the_report_and_returns_1(untrained_a1_policy, tmp_path):

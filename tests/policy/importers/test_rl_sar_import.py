@@ -66,18 +66,58 @@ def test_robot_lab_walks_on_the_menagerie_go2_through_the_deploy_runtime(externa
     assert result.vx_error < 0.15, result
 
 
-def test_himloco_with_its_own_gains_walks(external, go2_model, tmp_path):
-    """HIMLoco was trained with kp 40, kd 1: a spec with those gains (the user's own spec file) runs it."""
+def _go2_at_kp_40(tmp_path: Path) -> str:
+    """The user's own Go2 spec file with HIMLoco's training gains (kp 40, kd 1)."""
     spec_dir = tmp_path / "spec"
     spec_dir.mkdir()
     text = (Path(load_robot("go2").source_file)).read_text().replace("kp: 20.0, kd: 0.5", "kp: 40.0, kd: 1.0")
     (spec_dir / "go2.yaml").write_text(text)
-    path = _import(external, HIMLOCO, tmp_path / "himloco.onnx", allow=(), robot=str(spec_dir / "go2.yaml"))
+    return str(spec_dir / "go2.yaml")
+
+
+def test_himloco_with_its_own_gains_walks(external, go2_model, tmp_path):
+    """HIMLoco was trained with kp 40, kd 1: a spec with those gains (the user's own spec file) runs it."""
+    spec_file = _go2_at_kp_40(tmp_path)
+    spec_dir = Path(spec_file).parent
+    path = _import(external, HIMLOCO, tmp_path / "himloco.onnx", allow=(), robot=spec_file)
     contract = read_contract(path)
     assert contract.observation.dim == 270 and {t.history_length for t in contract.observation.terms} == {6}
     result = walk(DeployRuntime.load(str(spec_dir / "go2.yaml"), path), vx=0.5, walk_s=4.0)
     assert result.fell_at_s is None and not result.faulted, result
     assert result.distance_m > 1.2, result
+
+
+def test_gate_runs_himloco_on_the_spec_file_it_was_imported_against(external, go2_model, tmp_path):
+    """`robot-rl sim2sim --robot path/to/go2.yaml`: the gate on the kp-40 spec the policy was imported against;
+    without it, the shipped Go2 spec (kp 20) is refused in one line. Measured (20 s per simulator): no fall,
+    vx/vy tracking within limits, interventions 0.001 per tick; mujoco fails only the turn segment (0.6 rad/s
+    commanded, yaw-rate error 0.58 > 0.4: it barely turns), mujoco-alt passes (0.36)."""
+    import tyro
+
+    from robot_rl.evaluation.sim2sim import sim2sim
+    from robot_rl.policy.onnx_policy import PolicyLoadError
+
+    spec_file = _go2_at_kp_40(tmp_path)
+    path = _import(external, HIMLOCO, tmp_path / "himloco.onnx", allow=(), robot=spec_file)
+    with pytest.raises(PolicyLoadError, match=r"written against a 'go2' spec with hash [0-9a-f]{16}, .*go2\.yaml has "
+                                              r"[0-9a-f]{16}: give the spec file"):
+        tyro.cli(sim2sim, args=["--policy", str(path), "--out", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    tyro.cli(sim2sim, args=["--policy", str(path), "--robot", spec_file, "--out", str(tmp_path / "gate")])
+    gate = json.loads((tmp_path / "gate" / "gate.json").read_text())
+    assert "--robot " + spec_file in gate["command"]
+    for name, sim in gate["simulators"].items():
+        assert sim["error"] is None and not sim["fall"]["fell"], name
+        failed = {c["name"] for c in sim["checks"] if not c["passed"]}
+        assert failed <= {"yaw_rate error mean, worst segment", "yaw_rate error p95"}, (name, failed)
+    # The robustness suite (--suite full) loads the same file: one of its runs.
+    from robot_rl.evaluation import robustness as rb
+    from robot_rl.evaluation.gate_config import GateConfig
+
+    task, spec, _ = rb._loaded(str(path), spec_file)
+    nominal = next(c for c in rb.suite_conditions(task, spec, 1) if c.group == "nominal" and c.setting == "mujoco")
+    outcome = rb.run_condition(str(path), nominal, 0, GateConfig(), spec_file)
+    assert outcome.error is None and not outcome.fell, outcome
 
 
 def test_joint_list_rotated_by_one_joint_is_refused(external, tmp_path):

@@ -44,3 +44,47 @@ def test_unitree_g1_policy_walks_10_s_at_half_a_metre_per_second(external, tmp_p
     assert result.distance_m > 0.75 * VX * WALK_S, str(result)
     assert result.vx_error < 0.1 and abs(result.mean_vx - VX) < 0.1, str(result)
     assert abs(np.degrees(result.yaw_rate)) < 15.0, str(result)
+
+
+def test_gate_verdict_of_the_unitree_g1_policy(external, tmp_path, monkeypatch):
+    """``robot-rl sim2sim`` on the imported G1 policy, MuJoCo and mujoco-alt, the G1 hung from the gantry until the
+    policy runs (``run_loop`` releases it through the gate's probe, as in deploy). Verdict: FAIL, for two reasons
+    that are the policy's gait, not a crash: no fall and vx/vy within limits in both, but
+
+    - yaw-rate error ≈ 1.05 rad/s mean (limit 0.25), already while standing: the policy steps in place with its
+      gait clock and the pelvis (where the G1's IMU is) yaws ±1.5 rad/s within every step; the gyro agrees with
+      the orientation's heading change (correlation 0.97), and the mean yaw rate is ≈ 0.1 rad/s;
+    - safety interventions ≈ 1.4 per tick (limit 0.05): its targets are clipped by the target-rate limit (10 rad/s,
+      the G1 protection's), the soft position limits and the velocity limit on most ticks.
+    The verdict and the failing checks go on the model card."""
+    from robot_rl.evaluation.sim2sim import policy_gate, write_outputs
+    from robot_rl.hardware.sim_robot import SimRobot
+    from robot_rl.policy.model_card import write_model_card
+
+    released: list[float] = []
+    release = SimRobot.release_gantry
+
+    def spy(robot: SimRobot) -> None:
+        released.append(robot.sim_time())
+        release(robot)
+
+    monkeypatch.setattr(SimRobot, "release_gantry", spy)
+    path = import_unitree_g1(external, tmp_path)
+    result = policy_gate(path)
+    assert len(released) == 2 and all(abs(t - 2.0) < 0.05 for t in released), released  # when the policy runs
+    write_outputs(result, tmp_path / "gate")
+    assert not result.passed
+    assert [s.simulator for s in result.scores] == ["mujoco", "mujoco-alt"]
+    for score in result.scores:
+        assert score.error is None and not score.fall.fell, score.simulator
+        failed = {c.name for c in score.checks if not c.passed}
+        yaw = {"yaw_rate error mean", "yaw_rate error p95", "yaw_rate error mean, worst segment"}
+        assert yaw | {"safety interventions per tick"} <= failed, (score.simulator, failed)
+        assert failed <= yaw | {"safety interventions per tick", "runtime.step p99"}, (score.simulator, failed)
+        assert score.intervention_rate > 0.5 and score.interventions["rate_limit"] > 0, score.interventions
+        # It walked: hung from the gantry it could not have tracked 0.5 m/s forward.
+        assert score.segments["forward"]["vx"].mean < 0.15, score.segments["forward"]
+    write_model_card(str(path), "unitree_rl_gym (Isaac Gym), imported", None, str(tmp_path / "gate" / "gate.json"))
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "sim2sim gate: **FAIL**" in card
+    assert "✗" in next(line for line in card.splitlines() if line.startswith("| safety interventions per tick"))
