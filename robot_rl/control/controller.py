@@ -87,6 +87,9 @@ class PolicyController:
         )
         self._builder = ObservationBuilder(layout, 1, j, c, j, noise=False)
         self.obs_dim = self._builder.dim
+        bind = getattr(policy, "bind_observation", None)
+        if bind is not None:  # the network reads the builder's output in place: no copy per tick
+            bind(self._builder.output)
 
         ranges = self.contract.commands.ranges
         self._command_low = np.array([r[0] for r in ranges], dtype=np.float64)

@@ -263,6 +263,18 @@ class OnnxPolicy:
         self._state_inputs = {s.input_name: (1, s.size) for s in states}
         self._all_outputs = [self._output_names[0]] + [s.output_name for s in states]
 
+    def bind_observation(self, buffer: np.ndarray) -> None:
+        """Run the network straight from ``buffer`` (float32, C-contiguous, (1, obs_dim)): ``act(buffer)`` then
+        skips its copy. The controller binds its observation builder's output, which it rewrites every tick.
+        ``act`` on any other array copies it into ``buffer``, which must therefore be the caller's to overwrite."""
+        if (not isinstance(buffer, np.ndarray) or buffer.shape != self._obs_shape or buffer.dtype != np.float32
+                or not buffer.flags.c_contiguous or not buffer.flags.writeable):
+            raise ValueError(f"policy {self.path}: an observation buffer must be a writeable C-contiguous float32 "
+                             f"array of shape {self._obs_shape}, got {getattr(buffer, 'dtype', type(buffer))} "
+                             f"{np.shape(buffer)}")
+        self._binding.bind_input(self._input_name, "cpu", 0, np.float32, list(self._obs_shape), buffer.ctypes.data)
+        self._obs_buffer = buffer  # the reference keeps the bound memory alive
+
     def reset(self) -> None:
         """Forget the recurrent state (zeros, as at the start of a training episode); a no-op without one.
         The controller calls it whenever the policy starts driving: every arm / re-arm."""
@@ -282,12 +294,13 @@ class OnnxPolicy:
         The returned array is this policy's output buffer, overwritten by the next call: copy it to keep it.
         Not thread-safe (one buffer pair per policy).
         """
-        if obs.shape != self._obs_shape or obs.dtype != np.float32:
-            raise ValueError(
-                f"policy {self.path}: expected a float32 observation of shape {self._obs_shape}, "
-                f"got {obs.dtype} {obs.shape}"
-            )
-        np.copyto(self._obs_buffer, obs)
+        if obs is not self._obs_buffer:  # the bound buffer itself (bind_observation) is run as it is
+            if obs.shape != self._obs_shape or obs.dtype != np.float32:
+                raise ValueError(
+                    f"policy {self.path}: expected a float32 observation of shape {self._obs_shape}, "
+                    f"got {obs.dtype} {obs.shape}"
+                )
+            np.copyto(self._obs_buffer, obs)
         self.session.run_with_iobinding(self._binding)
         for buf_in, buf_out in self._states:
             np.copyto(buf_in, buf_out)

@@ -47,16 +47,7 @@ class QuietTickCheck:
         self.kp_scale, self.kd_scale = limits.kp_scale, limits.kd_scale
         self.torque_max = limits.torque_max
         self._shapes = ((n,), (n,), (4,), (3,), (n,), (n,), (n,), (n,), (n,))
-        # Every input of one tick in one buffer (the last n: the action, when there is one).
-        self._finite_buf = np.empty(8 * n + 7)
-        self._finite_ok = np.empty(8 * n + 7, dtype=bool)
-        self._finite_buf_no_action = self._finite_buf[:-n]
-        self._finite_ok_no_action = self._finite_ok[:-n]
-        # With cached gains (already checked, and immutable): state, targets and action only.
-        self._finite_buf_moving = self._finite_buf[: 4 * n + 7]
-        self._finite_ok_moving = self._finite_ok[: 4 * n + 7]
-        self._finite_buf_moving_no_action = self._finite_buf[: 3 * n + 7]
-        self._finite_ok_moving_no_action = self._finite_ok[: 3 * n + 7]
+        self._finite_buffers(n)
         # Bounds on t, one row each: lower rows 0-3 (t must not be below), upper rows 4-7 (not above).
         # Rows 2-5 change every tick: rows = P − Q with P = [ref, soft_lo, ref, soft_hi], Q = [max_step,
         # q̇·Δt, −max_step, q̇·Δt]; (a − (−b) is a + b exactly, so row 4 is the filter's ref + max_step).
@@ -86,10 +77,28 @@ class QuietTickCheck:
         self._neg_kd_eff = np.empty(n)
         self._zero_targets = False  # q̇* and τ_ff are immutable zeros: rest = −kd_eff·q̇ exactly
 
+    def _finite_buffers(self, action_size: int) -> None:
+        """Every input of one tick in one buffer; the action (of any size, as check_finite takes it: a legs-only
+        policy's is narrower than the robot) at the end. Made again only when the action's size changes."""
+        n = self.limits.num_joints
+        self._action_size = action_size
+        self._finite_buf = np.empty(7 * n + 7 + action_size)
+        self._finite_ok = np.empty(7 * n + 7 + action_size, dtype=bool)
+        self._finite_buf_no_action = self._finite_buf[: 7 * n + 7]
+        self._finite_ok_no_action = self._finite_ok[: 7 * n + 7]
+        # With cached gains (already checked, and immutable): state, targets and action only.
+        self._finite_buf_moving = self._finite_buf[: 3 * n + 7 + action_size]
+        self._finite_ok_moving = self._finite_ok[: 3 * n + 7 + action_size]
+        self._finite_buf_moving_no_action = self._finite_buf[: 3 * n + 7]
+        self._finite_ok_moving_no_action = self._finite_ok[: 3 * n + 7]
+
     def all_finite(self, state: RobotState, proposed: JointCommand, action: np.ndarray | None) -> bool:
         """True when every array has its shape and is finite; False means "run check_finite"."""
-        if action is not None and (not isinstance(action, np.ndarray) or action.size != self.limits.num_joints):
-            return False
+        if action is not None:
+            if not isinstance(action, np.ndarray):
+                return False
+            if action.size != self._action_size:
+                self._finite_buffers(action.size)
         key = self._gains_key
         cached = bool(key) and key[0] is proposed.kp and key[1] is proposed.kd and key[2] is proposed.dq_target \
             and key[3] is proposed.tau_ff
