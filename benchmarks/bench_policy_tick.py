@@ -12,18 +12,30 @@ hit every variant alike; garbage collection frozen and disabled while timing:
 
 - ``ort_run``        bare ``session.run([out], {in: obs})`` on a fixed observation (the baseline)
 - ``ort_iobinding``  ``run_with_iobinding`` with pre-bound input/output buffers (what ``act`` uses)
-- ``policy_act``     ``OnnxPolicy.act`` (shape/dtype check + copy into the bound buffer + run)
+- ``policy_act``     ``OnnxPolicy.act`` on its bound input buffer, as the controller calls it (no copy)
 - ``observation``    ``ObservationBuilder.compute`` alone (N = 1, the task's actor layout), for the breakdown
+- ``decode``         ``JointPositionAction.decode_into`` alone (raw action → joint targets), for the breakdown
 - ``safety_chain``   ``SafetyChain.step`` alone on a fixed in-range command with the controller's gain arrays
                      (as the runtime passes them), for the breakdown
+- ``chain_finite``   the chain's quiet-tick finite check alone (``QuietTickCheck.all_finite``), for the breakdown
+- ``chain_quiet``    the chain's quiet-tick bound and torque check alone (``QuietTickCheck.quiet``), for the breakdown
 - ``chain_filters``  ``chain_step`` without the quiet-tick check: every filter, as the chain ran before issue 26
                      (the same-run baseline of ``safety_chain``)
-- ``controller``     ``PolicyController.step``: state → observation → act → decode → JointCommand
-- ``tick``           ``controller`` + ``SafetyChain.step`` (the whole per-tick compute of the runtime)
+- ``controller``     ``PolicyController.step(state)``: state → observation → act → decode → JointCommand
+- ``tick``           ``controller`` + ``SafetyChain.step`` (the whole per-tick compute of the runtime's
+                     ``DeployRuntime.step`` while running: the operator command is set when it changes, not per tick)
+
+Both inference baselines run the session ``load_policy`` opens (``make_session``: CPU provider, one intra-op and
+one inter-op thread, sequential execution, every graph optimization): ``ort_run`` through the plain
+``session.run`` with the output name fixed and a feed dict (what a careful user would write; it allocates its
+output), ``ort_iobinding`` and ``OnnxPolicy.act`` through an I/O binding to preallocated buffers. The controller
+binds its observation builder's output as the policy's input buffer, so ``act`` in the tick copies nothing.
 
 Robots: ``--robots a1 g1``. The A1 runs its a1-flat task's actor observation (45 wide). The G1 (29 joints,
-hardware/robots/g1.yaml) has no task in the registry, so it runs the same observation terms, commands and action
-at its own width (96 → … → 29): an MLP of the G1's width with random weights, as a G1 velocity policy would be.
+hardware/robots/g1.yaml) drives its 12 leg joints (spec ``policy_joints``) and holds the other 17 at their default
+pose; it has no velocity task with random-weight export here, so it runs the a1-flat terms, commands and action
+on its 12 legs (45 → … → 12) while the observation gather, the target scatter and the safety chain cover all 29
+joints, as ``DeployRuntime`` builds them.
 
 Allocation per tick (after the timed part, ``tick`` only): tracemalloc traces every Python and numpy allocation;
 "retained" is the growth of traced memory over 2,000 and over 8,000 steady-state ticks (each after 2,000 traced ones,
@@ -66,8 +78,8 @@ from robot_rl.safety import ActionClip, FilterState, SafetyChain, chain_step
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs
 from robot_rl.tasks.registry import make_task
 
-VARIANTS = ("ort_run", "ort_iobinding", "policy_act", "observation", "safety_chain", "chain_filters", "controller",
-            "tick")
+VARIANTS = ("ort_run", "ort_iobinding", "policy_act", "observation", "decode", "safety_chain", "chain_finite",
+            "chain_quiet", "chain_filters", "controller", "tick")
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,9 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
     policy = load_policy(path, contract)
     controller = PolicyController(spec, layout, task.commands, task.action, policy)
     a = contract.action
-    chain = SafetyChain.from_spec(spec, ActionClip(a.clip, a.scale, np.array(a.offset)))
+    offset = np.array(spec.default_positions, dtype=np.float64)  # every joint's target space, as DeployRuntime
+    offset[spec.policy_joint_indices] = a.offset
+    chain = SafetyChain.from_spec(spec, ActionClip(a.clip, a.scale, offset))
 
     period = spec.timing.policy_period_s
     total = args.ticks * len(VARIANTS) * args.repeats + 1
@@ -189,18 +203,34 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
         session.run_with_iobinding(binding)
 
     def policy_act() -> None:
-        policy.act(obs)
+        policy.act(controller.last_obs)  # the builder's output, bound as the policy's input
 
-    builder = ObservationBuilder(layout, 1, spec.num_joints, task.commands.size, contract.num_actions)
-    inputs = ObsInputs(q=state.q[None, :], dq=state.dq[None, :], default_q=spec.default_positions,
+    legs = spec.policy_joint_indices
+    builder = ObservationBuilder(layout, 1, contract.num_actions, task.commands.size, contract.num_actions)
+    inputs = ObsInputs(q=state.q[None, legs], dq=state.dq[None, legs], default_q=spec.default_positions[legs],
                        base_quat=state.base_quat[None, :], base_ang_vel=state.base_ang_vel[None, :],
                        command=command[None, :], last_action=np.zeros((1, contract.num_actions)))
-    gains = controller.step(state, command)  # the controller's read-only gain arrays, as the runtime passes them
+    controller.set_command(command)  # once: the runtime sets it when the operator's command changes
+    gains = controller.step(state)  # the controller's read-only gain arrays, as the runtime passes them
     fixed_command = JointCommand(spec.default_positions.copy(), gains.dq_target, gains.kp, gains.kd, gains.tau_ff)
     filters_state = [FilterState()]
+    quiet = chain._quiet  # the chain's own quiet-tick check, timed alone for the breakdown
+    reference = spec.default_positions.copy()
+    new_reference = np.zeros(spec.num_joints)
+    decoded = np.zeros(contract.num_actions)
+    default_q = spec.default_positions[legs]
 
     def observation() -> None:
         builder.compute(inputs)
+
+    def decode() -> None:
+        controller.action.decode_into(controller.last_raw_action, default_q, decoded)
+
+    def chain_finite() -> None:
+        quiet.all_finite(state, fixed_command, controller.last_raw_action)
+
+    def chain_quiet() -> None:
+        quiet.quiet(reference, state, fixed_command, new_reference)
 
     def safety_chain() -> None:
         chain.step(state, fixed_command, state.timestamp, action=controller.last_raw_action)
@@ -210,15 +240,16 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
                                       action=controller.last_raw_action)[1]
 
     def controller_step() -> None:
-        controller.step(state, command)
+        controller.step(state)
 
     def tick() -> None:
-        cmd = controller.step(state, command)
+        cmd = controller.step(state)
         chain.step(state, cmd, state.timestamp, action=controller.last_raw_action)
 
     calls: dict[str, Callable[[], None]] = {
         "ort_run": ort_run, "ort_iobinding": ort_iobinding, "policy_act": policy_act, "observation": observation,
-        "safety_chain": safety_chain, "chain_filters": chain_filters, "controller": controller_step, "tick": tick,
+        "decode": decode, "safety_chain": safety_chain, "chain_finite": chain_finite, "chain_quiet": chain_quiet,
+        "chain_filters": chain_filters, "controller": controller_step, "tick": tick,
     }
     for name in VARIANTS:  # warm-up
         for _ in range(200):
@@ -297,6 +328,31 @@ def _header(args: Args, info: dict) -> list[str]:
     ]
 
 
+def _stages(medians) -> list[str]:
+    """Where the tick's p50 goes, stage by stage (each timed alone; the remainders by difference)."""
+    p50 = {name: m["p50"] for name, m in medians.items()}
+    chain_rest = p50["safety_chain"] - p50["chain_finite"] - p50["chain_quiet"]
+    controller_rest = p50["controller"] - p50["observation"] - p50["policy_act"] - p50["decode"]
+    interleaving = p50["tick"] - p50["controller"] - p50["safety_chain"]
+    rows = [
+        ("observation build", p50["observation"]),
+        ("inference (`act`)", p50["policy_act"]),
+        ("decode (raw action → targets)", p50["decode"]),
+        ("controller's copies and Python (`controller` − the three above)", controller_rest),
+        ("chain: finite check", p50["chain_finite"]),
+        ("chain: quiet-tick bound and torque check", p50["chain_quiet"]),
+        ("chain: tilt, stale, overrun, counters, Python (`safety_chain` − the two above)", chain_rest),
+        ("running them interleaved (`tick` − `controller` − `safety_chain`)", interleaving),
+    ]
+    budget = 2.0 * p50["ort_run"]
+    lines = [f"Where the tick's p50 goes (µs; each stage timed alone, remainders by difference; the ratio goal allows "
+             f"2 × ort_run = {budget:.1f} µs, the tick is {p50['tick'] - budget:+.1f} µs from it):", "",
+             "| stage | p50 | share of tick |", "|---|---|---|"]
+    lines += [f"| {what} | {v:.1f} | {v / p50['tick']:.0%} |" for what, v in rows]
+    lines.append(f"| **tick** | **{p50['tick']:.1f}** | 100% |")
+    return lines
+
+
 def _markdown(args: Args, medians, per_repeat, info) -> str:
     base = medians["ort_run"]
     alloc = info["allocation"]
@@ -314,20 +370,7 @@ def _markdown(args: Args, medians, per_repeat, info) -> str:
         m = medians[name]
         lines.append(f"| {name} | {m['p50']:.1f} | {m['p99']:.1f} | {m['p99.9']:.1f} | {m['max']:.0f} | "
                      f"{m['p50'] / base['p50']:.2f} | {m['p99'] / base['p99']:.2f} |")
-    tick = medians["tick"]
-    ctrl = medians["controller"]
-    lines += [
-        "",
-        f"Breakdown at p50: tick {tick['p50']:.0f} = controller {ctrl['p50']:.0f} + safety chain "
-        f"{tick['p50'] - ctrl['p50']:.0f} (alone: {medians['safety_chain']['p50']:.1f}; every filter, the old path: "
-        f"{medians['chain_filters']['p50']:.1f}); controller = observation build (alone "
-        f"{medians['observation']['p50']:.1f}) + act (alone {medians['policy_act']['p50']:.1f}) + decode and copies + "
-        f"the cost of running them interleaved rather than back-to-back "
-        f"({ctrl['p50'] - medians['observation']['p50'] - medians['policy_act']['p50']:.0f} µs together).",
-        "",
-        "| goal (issue 26) | measured | goal | |",
-        "|---|---|---|---|",
-    ]
+    lines += ["", *_stages(medians), "", "| goal (issue 26) | measured | goal | |", "|---|---|---|---|"]
     for what, value, goal, unit in GOALS:
         v = value(medians)
         lines.append(f"| {what} | {v:.2f}{unit} | ≤ {goal:g}{unit} | {'met' if v <= goal else 'NOT met'} |")

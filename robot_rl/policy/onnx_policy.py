@@ -239,15 +239,15 @@ class OnnxPolicy:
         # Why an I/O binding (figures: benchmarks/results/RESULTS_policy_tick.md, ort_iobinding vs ort_run): an I/O
         # binding to preallocated buffers beats ``run`` with a feed dict at p50, and at p99 too (no output
         # allocation). Passing a RunOptions to ``run_with_iobinding`` costs more than the inference itself: don't.
-        self._obs_buffer = np.zeros(self._obs_shape, dtype=np.float32)
+        self._own_obs = np.zeros(self._obs_shape, dtype=np.float32)
+        self._obs_buffer = self._own_obs  # the bound input: this one, or the caller's (bind_observation)
         # A chunking policy (contract.chunk) returns (1, length, num_actions): the controller ensembles them.
         self.chunk_length = contract.chunk.length if contract.chunk is not None else None
         out_shape = (1, self.num_actions) if self.chunk_length is None else (1, self.chunk_length, self.num_actions)
         self._action_buffer = np.zeros(out_shape, dtype=np.float32)
         self._action = self._action_buffer[0]  # what act() returns (one view, made once)
         self._binding = session.io_binding()
-        self._binding.bind_input(self._input_name, "cpu", 0, np.float32, list(self._obs_shape),
-                                 self._obs_buffer.ctypes.data)
+        self._bind_input(self._own_obs)
         self._binding.bind_output(self._output_names[0], "cpu", 0, np.float32, list(self._action_buffer.shape),
                                   self._action_buffer.ctypes.data)
         # Recurrent state (contract.recurrent): each state has an input buffer and an output buffer; after a
@@ -262,6 +262,21 @@ class OnnxPolicy:
             self._states.append((buf_in, buf_out))
         self._state_inputs = {s.input_name: (1, s.size) for s in states}
         self._all_outputs = [self._output_names[0]] + [s.output_name for s in states]
+
+    def _bind_input(self, buffer: np.ndarray) -> None:
+        self._binding.bind_input(self._input_name, "cpu", 0, np.float32, list(self._obs_shape), buffer.ctypes.data)
+        self._obs_buffer = buffer  # the reference keeps the bound memory alive
+
+    def bind_observation(self, buffer: np.ndarray) -> None:
+        """Run the network straight from ``buffer`` (float32, C-contiguous, (1, obs_dim)): ``act(buffer)`` then
+        skips its check and copy. The controller binds its observation builder's output, rewritten every tick.
+        ``act`` on any other array goes back to the policy's own buffer (it never writes into ``buffer``)."""
+        if (not isinstance(buffer, np.ndarray) or buffer.shape != self._obs_shape or buffer.dtype != np.float32
+                or not buffer.flags.c_contiguous):
+            got = f"{getattr(buffer, 'dtype', type(buffer).__name__)} {np.shape(buffer)}"
+            raise ValueError(f"policy {self.path}: an observation buffer must be a C-contiguous float32 array of "
+                             f"shape {self._obs_shape}, got {got}")
+        self._bind_input(buffer)
 
     def reset(self) -> None:
         """Forget the recurrent state (zeros, as at the start of a training episode); a no-op without one.
@@ -282,12 +297,15 @@ class OnnxPolicy:
         The returned array is this policy's output buffer, overwritten by the next call: copy it to keep it.
         Not thread-safe (one buffer pair per policy).
         """
-        if obs.shape != self._obs_shape or obs.dtype != np.float32:
-            raise ValueError(
-                f"policy {self.path}: expected a float32 observation of shape {self._obs_shape}, "
-                f"got {obs.dtype} {obs.shape}"
-            )
-        np.copyto(self._obs_buffer, obs)
+        if obs is not self._obs_buffer:  # the bound buffer itself (bind_observation) is run as it is
+            if obs.shape != self._obs_shape or obs.dtype != np.float32:
+                raise ValueError(
+                    f"policy {self.path}: expected a float32 observation of shape {self._obs_shape}, "
+                    f"got {obs.dtype} {obs.shape}"
+                )
+            if self._obs_buffer is not self._own_obs:  # never overwrite a caller's bound buffer
+                self._bind_input(self._own_obs)
+            np.copyto(self._own_obs, obs)
         self.session.run_with_iobinding(self._binding)
         for buf_in, buf_out in self._states:
             np.copyto(buf_in, buf_out)

@@ -187,8 +187,10 @@ class SafetyReport:
 
     def record(self, output: SafetyOutput, missed_deadlines: int) -> None:
         self.steps += 1
-        self.missed_deadlines += max(0, missed_deadlines)
-        self.record_events(output)
+        if missed_deadlines > 0:
+            self.missed_deadlines += missed_deadlines
+        if output.events:  # a quiet tick: nothing else to count
+            self.record_events(output)
 
     def record_events(self, output: SafetyOutput) -> None:
         """Count ``output``'s events (no step: :func:`late_check`'s output replaces a step's)."""

@@ -47,16 +47,8 @@ class QuietTickCheck:
         self.kp_scale, self.kd_scale = limits.kp_scale, limits.kd_scale
         self.torque_max = limits.torque_max
         self._shapes = ((n,), (n,), (4,), (3,), (n,), (n,), (n,), (n,), (n,))
-        # Every input of one tick in one buffer (the last n: the action, when there is one).
-        self._finite_buf = np.empty(8 * n + 7)
-        self._finite_ok = np.empty(8 * n + 7, dtype=bool)
-        self._finite_buf_no_action = self._finite_buf[:-n]
-        self._finite_ok_no_action = self._finite_ok[:-n]
-        # With cached gains (already checked, and immutable): state, targets and action only.
-        self._finite_buf_moving = self._finite_buf[: 4 * n + 7]
-        self._finite_ok_moving = self._finite_ok[: 4 * n + 7]
-        self._finite_buf_moving_no_action = self._finite_buf[: 3 * n + 7]
-        self._finite_ok_moving_no_action = self._finite_ok[: 3 * n + 7]
+        self._moving_shapes = self._shapes[:5]  # state and targets: what still moves once the gains are cached
+        self._finite_buffers(n)
         # Bounds on t, one row each: lower rows 0-3 (t must not be below), upper rows 4-7 (not above).
         # Rows 2-5 change every tick: rows = P − Q with P = [ref, soft_lo, ref, soft_hi], Q = [max_step,
         # q̇·Δt, −max_step, q̇·Δt]; (a − (−b) is a + b exactly, so row 4 is the filter's ref + max_step).
@@ -69,9 +61,15 @@ class QuietTickCheck:
         self._p = np.empty((4, n))
         self._p[1], self._p[3] = limits.soft_lower, limits.soft_upper
         self._p_ref = self._p[0::2]
-        self._q = np.empty((4, n))
+        # Q, and below it (row 5) the torque estimate's damping term −(kd·s_d)·q̇: rows 1, 3, 5 are all q̇ times
+        # a constant row, so one multiply makes them (with zero velocity targets and feed-forward).
+        self._q_and_damping = np.empty((6, n))
+        self._q = self._q_and_damping[:4]
         self._q[0], self._q[2] = limits.max_step, -limits.max_step
         self._q_vel = self._q[1::2]
+        self._dq_products = self._q_and_damping[1::2]
+        self._damping = self._q_and_damping[5]
+        self._dq_factors = np.full((3, n), self.dt)  # Δt, Δt, −kd·s_d (set with the gains)
         self._moving = self._bounds[2:6]
         self._lower, self._upper = self._bounds[:4], self._bounds[4:]
         self._outside = np.empty((9, n), dtype=bool)  # 8 bound rows + the torque row
@@ -83,13 +81,31 @@ class QuietTickCheck:
         self._all_active = False
         self._kp_eff = np.empty(n)
         self._kd_eff = np.empty(n)
-        self._neg_kd_eff = np.empty(n)
+        self._neg_kd_eff = self._dq_factors[2]
         self._zero_targets = False  # q̇* and τ_ff are immutable zeros: rest = −kd_eff·q̇ exactly
+
+    def _finite_buffers(self, action_size: int) -> None:
+        """Every input of one tick in one buffer; the action (of any size, as check_finite takes it: a legs-only
+        policy's is narrower than the robot) at the end. Made again only when the action's size changes."""
+        n = self.limits.num_joints
+        self._action_size = action_size
+        self._finite_buf = np.empty(7 * n + 7 + action_size)
+        self._finite_ok = np.empty(7 * n + 7 + action_size, dtype=bool)
+        self._finite_buf_no_action = self._finite_buf[: 7 * n + 7]
+        self._finite_ok_no_action = self._finite_ok[: 7 * n + 7]
+        # With cached gains (already checked, and immutable): state, targets and action only.
+        self._finite_buf_moving = self._finite_buf[: 3 * n + 7 + action_size]
+        self._finite_ok_moving = self._finite_ok[: 3 * n + 7 + action_size]
+        self._finite_buf_moving_no_action = self._finite_buf[: 3 * n + 7]
+        self._finite_ok_moving_no_action = self._finite_ok[: 3 * n + 7]
 
     def all_finite(self, state: RobotState, proposed: JointCommand, action: np.ndarray | None) -> bool:
         """True when every array has its shape and is finite; False means "run check_finite"."""
-        if action is not None and (not isinstance(action, np.ndarray) or action.size != self.limits.num_joints):
-            return False
+        if action is not None:
+            if not isinstance(action, np.ndarray):
+                return False
+            if action.size != self._action_size:
+                self._finite_buffers(action.size)
         key = self._gains_key
         cached = bool(key) and key[0] is proposed.kp and key[1] is proposed.kd and key[2] is proposed.dq_target \
             and key[3] is proposed.tau_ff
@@ -97,7 +113,7 @@ class QuietTickCheck:
             if cached:  # the gain arrays were checked when cached, and cannot have changed
                 shapes = (state.q.shape, state.dq.shape, state.base_quat.shape, state.base_ang_vel.shape,
                           proposed.q_target.shape)
-                if shapes != self._shapes[:5]:
+                if shapes != self._moving_shapes:
                     return False
                 arrays = (state.q, state.dq, state.base_quat, state.base_ang_vel, proposed.q_target)
                 buf, ok = self._finite_buf_moving_no_action, self._finite_ok_moving_no_action
@@ -115,7 +131,7 @@ class QuietTickCheck:
                 if action is not None:
                     buf, ok = self._finite_buf, self._finite_ok
             if action is not None:
-                arrays += (action.reshape(-1),)
+                arrays += (action if action.ndim == 1 else action.reshape(-1),)
             np.concatenate(arrays, out=buf)
         except (AttributeError, TypeError, ValueError):  # not arrays, or not float: the full check says why
             return False
@@ -145,16 +161,20 @@ class QuietTickCheck:
         t, q, dq = proposed.q_target, state.q, state.dq
         self._gains(proposed)
         np.copyto(self._p_ref, q if reference is None else reference)
-        np.multiply(dq, self.dt, out=self._q_vel)
+        if self._zero_targets:  # q̇·Δt (twice) and the damping term −(kd·s_d)·q̇, in one multiply
+            np.multiply(self._dq_factors, dq, out=self._dq_products)
+        else:
+            np.multiply(dq, self.dt, out=self._q_vel)
         np.subtract(self._p, self._q, out=self._moving)
         outside = self._outside
         np.greater(self._lower, t, out=self._outside_lower)
         np.less(self._upper, t, out=self._outside_upper)
         # The torque filter's estimate, operation for operation (see filters.torque_limit).
-        tau, tmp = self._tau, self._tmp
+        tau = self._tau
         if self._zero_targets:  # kd·s·(0 − q̇) + 0 is −(kd·s)·q̇, exactly
-            np.multiply(self._neg_kd_eff, dq, out=tmp)
+            tmp = self._damping
         else:
+            tmp = self._tmp
             np.subtract(proposed.dq_target, dq, out=tmp)
             np.multiply(self._kd_eff, tmp, out=tmp)
             np.add(tmp, proposed.tau_ff, out=tmp)

@@ -238,6 +238,11 @@ class ObservationBuilder:
         self._fresh[slice(None) if env_ids is None else env_ids] = True
         self._any_fresh = bool(self._fresh.any())
 
+    @property
+    def output(self) -> np.ndarray:
+        """(N, dim) float32: the array every ``compute`` writes and returns (made once)."""
+        return self._out
+
     def compute(self, inputs: ObsInputs) -> np.ndarray:
         """(N, dim) float32 observation. The returned array is reused by the next call."""
         frame = self._frame

@@ -73,6 +73,23 @@ def _split(obs: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+def test_the_policy_reads_the_observation_in_place_with_the_same_actions(controller, tmp_path):
+    """The controller binds its observation builder's output as the policy's input (no copy per tick): each
+    tick's raw action equals an unbound policy's on a copy of that tick's observation, on random states."""
+    torch.manual_seed(1)
+    actor = torch.nn.Sequential(torch.nn.Linear(CONTRACT.obs_dim, 16), torch.nn.ELU(), torch.nn.Linear(16, J))
+    path = tmp_path / "random.onnx"
+    export_onnx(actor, None, CONTRACT, path)
+    ctrl = PolicyController(A1, LAYOUT, COMMANDS, ACTION, load_policy(path, CONTRACT))
+    plain = load_policy(path, CONTRACT)
+    rng = np.random.default_rng(5)
+    for tick in range(30):
+        ctrl.step(_state(tick, q=A1.default_positions + rng.normal(size=J) * 0.1, dq=rng.normal(size=J),
+                         gyro=rng.normal(size=3)), rng.uniform(-1, 1, 3))
+        assert ctrl.policy._obs_buffer is ctrl.last_obs  # bound, not copied
+        np.testing.assert_array_equal(ctrl.last_raw_action, plain.act(ctrl.last_obs.copy()))
+
+
 def test_observation_size_and_layout_equal_the_contract(controller):
     controller.step(_state(0))
     assert controller.obs_dim == CONTRACT.obs_dim == LAYOUT.size(J, 3, J) == 3 * 2 + 3 + 3 + J * 2 + J + J * 2

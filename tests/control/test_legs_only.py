@@ -112,6 +112,23 @@ def test_controller_drives_the_legs_and_holds_the_rest_at_default():
         controller.step(_state(q[:12]))
 
 
+def test_the_contiguous_legs_path_equals_the_gather_and_scatter():
+    """The G1's legs are one run of its joints: the controller copies and decodes through slices; the same
+    states give the same observations and targets as the general gather / scatter path, bit for bit."""
+    fast = PolicyController(G1, LAYOUT, COMMANDS, ACTION, ScriptedLegs())
+    slow = PolicyController(G1, LAYOUT, COMMANDS, ACTION, ScriptedLegs())
+    assert fast._policy_slice == slice(0, 12)
+    slow._policy_slice = None  # the path a spec with scattered policy joints takes
+    rng = np.random.default_rng(12)
+    for tick in range(40):
+        state = _state(G1.default_positions + rng.normal(size=G1.num_joints) * 0.2, tick)
+        state.dq[:] = rng.normal(size=G1.num_joints)
+        a, b = fast.step(state), slow.step(state)
+        np.testing.assert_array_equal(fast.last_obs, slow.last_obs)
+        np.testing.assert_array_equal(a.q_target, b.q_target)
+        np.testing.assert_array_equal(a.q_target[12:], G1.default_positions[12:])
+
+
 def test_the_chain_keeps_held_joints_inside_the_action_bounds_around_their_default():
     runtime = DeployRuntime(G1, PolicyController(G1, LAYOUT, COMMANDS, ACTION, ScriptedLegs()))
     lower, upper = runtime.chain.limits.action_lower, runtime.chain.limits.action_upper

@@ -79,6 +79,29 @@ def test_act_refuses_wrong_shape_or_dtype(policy_file):
         policy.act(np.zeros((1, 45)))
 
 
+def test_a_bound_observation_buffer_runs_in_place_and_equals_a_copied_one(policy_file):
+    """bind_observation: act on the bound buffer skips the copy; same actions as an unbound policy, bit for bit
+    within this process; any other observation runs from the policy's own buffer and leaves the bound one alone."""
+    bound, plain = load_policy(policy_file, CONTRACT), load_policy(policy_file, CONTRACT)
+    buffer = np.zeros((1, CONTRACT.obs_dim), dtype=np.float32)
+    bound.bind_observation(buffer)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        buffer[:] = rng.normal(size=buffer.shape)
+        np.testing.assert_array_equal(bound.act(buffer), plain.act(buffer.copy()))
+    kept = buffer.copy()
+    other = rng.normal(size=buffer.shape).astype(np.float32)
+    np.testing.assert_array_equal(bound.act(other), plain.act(other))
+    np.testing.assert_array_equal(buffer, kept)  # a foreign observation never lands in the caller's buffer
+    np.testing.assert_array_equal(bound.act(buffer), plain.act(buffer.copy()))  # copied now: still right
+    bound.bind_observation(buffer)
+    np.testing.assert_array_equal(bound.act(buffer), plain.act(buffer.copy()))
+    for bad in (np.zeros((1, CONTRACT.obs_dim)), np.zeros((1, 44), dtype=np.float32),
+                np.zeros((1, 2 * CONTRACT.obs_dim), dtype=np.float32)[:, ::2], [0.0] * CONTRACT.obs_dim):
+        with pytest.raises(ValueError, match="observation buffer must be"):
+            bound.bind_observation(bad)
+
+
 def test_missing_file_directory_and_empty_file(tmp_path):
     assert "no such file" in _load_error(tmp_path / "nope.onnx").reason
     assert "not a file" in _load_error(tmp_path).reason

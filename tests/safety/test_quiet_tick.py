@@ -11,6 +11,7 @@ import pytest
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import load_robot
 from robot_rl.safety import ActionClip, FilterState, SafetyChain, chain_step
+from robot_rl.safety.filters import FINITE, check_finite
 from robot_rl.safety.quiet_tick import QuietTickCheck
 
 ROBOTS = ["a1", "go2", "g1", "panda"]
@@ -62,6 +63,23 @@ def _random_tick(spec, lim, rng, tick: int, ref: np.ndarray, gains: tuple[np.nda
     return state, command
 
 
+def test_a_legs_only_policy_takes_the_shortcut():
+    """The G1 drives 12 of its 29 joints: its 12-wide raw action must not send every tick to the full filters."""
+    spec = load_robot("g1")
+    n = spec.num_joints
+    assert spec.num_policy_joints < n
+    check = QuietTickCheck(SafetyChain.from_spec(spec).limits)
+    q = spec.default_positions.copy()
+    state = RobotState(0.0, 1, q.copy(), np.zeros(n), np.zeros(n), np.array([1.0, 0, 0, 0]), np.zeros(3))
+    command = JointCommand(q.copy(), _read_only(np.zeros(n)), _read_only(spec.kp), _read_only(spec.kd),
+                           _read_only(np.zeros(n)))
+    action = np.zeros(spec.num_policy_joints, dtype=np.float32)
+    assert check.all_finite(state, command, action)
+    assert check.quiet(None, state, command, np.zeros(n))
+    action[3] = np.nan
+    assert not check.all_finite(state, command, action)
+
+
 @pytest.mark.parametrize("name", ROBOTS)
 def test_the_shortcut_gives_what_every_filter_gives(name):
     spec = load_robot(name)
@@ -75,7 +93,8 @@ def test_the_shortcut_gives_what_every_filter_gives(name):
     for tick in range(1, 3001):
         ref = spec.default_positions if plain.reference is None else plain.reference
         state, command = _random_tick(spec, lim, rng, tick, ref, gains)
-        action = rng.normal(size=n).astype(np.float32)
+        # The policy's raw action: every joint's, or a legs-only policy's narrower one (G1: 12 of 29)
+        action = rng.normal(size=rng.choice([n, spec.num_policy_joints])).astype(np.float32)
         missed = int(rng.random() < 0.02)
         expected, plain = chain_step(lim, plain, state, command, tick * 0.02, action=action, missed_deadlines=missed)
         got = chain.step(state, command, tick * 0.02, action=action, missed_deadlines=missed)
@@ -139,7 +158,8 @@ def test_all_finite_refuses_what_it_cannot_vouch_for():
     state = RobotState(0.0, 1, np.zeros(n), np.zeros(n), np.zeros(n), np.array([1.0, 0, 0, 0]), np.zeros(3))
     command = JointCommand.hold(np.zeros(n), spec.kp, spec.kd)
     assert check.all_finite(state, command, None) and check.all_finite(state, command, np.zeros((1, n)))
-    assert not check.all_finite(state, command, np.zeros(n + 1))  # the filters' check decides (and says why)
+    assert check.all_finite(state, command, np.zeros(5))  # any width, as check_finite: a legs-only policy's
+    assert check_finite(state, command, n, np.zeros(5)) is None
     assert not check.all_finite(state, command, [0.0] * n)
     bad_shape = RobotState(0.0, 1, np.zeros(n + 1), np.zeros(n - 1), np.zeros(n), np.array([1.0, 0, 0, 0]),
                            np.zeros(3))
@@ -165,3 +185,47 @@ def test_a_non_finite_read_only_gain_is_never_trusted():
         out = chain.step(state, command, tick * 0.02, action=np.zeros(n))
         assert out.faulted and (not out.events or out.events[0].filter_name == "non_finite")
         chain.reset()
+
+
+def test_all_finite_refuses_every_non_finite_value_at_every_position():
+    """Fault injection over the shortcut's finite check: NaN / ±inf in every slot of every input is refused by it
+    and faulted by the chain; huge finite values are neither."""
+    spec = load_robot("a1")
+    n = spec.num_joints
+    chain = SafetyChain.from_spec(spec)
+    check = QuietTickCheck(chain.limits)
+    rng = np.random.default_rng(7)
+    gains = (_read_only(spec.kp), _read_only(spec.kd), _read_only(np.zeros(n)), _read_only(np.zeros(n)))
+
+    def tick():
+        state = RobotState(0.0, 1, rng.normal(size=n), rng.normal(size=n), np.zeros(n), np.array([1.0, 0, 0, 0]),
+                           rng.normal(size=3))
+        command = JointCommand(rng.normal(size=n), gains[2], gains[0], gains[1], gains[3])
+        return state, command, rng.normal(size=n).astype(np.float32)
+
+    state, command, action = tick()
+    assert check.all_finite(state, command, action)
+    slots = [("state", f, j) for f in ("q", "dq", "base_quat", "base_ang_vel") for j in range(getattr(state, f).size)]
+    slots += [("command", "q_target", j) for j in range(n)] + [("action", "", j) for j in range(n)]
+    for owner, field, j in slots:
+        for value in (np.nan, np.inf, -np.inf):
+            state, command, action = tick()
+            arr = getattr(state, field) if owner == "state" else command.q_target if owner == "command" else action
+            arr[j] = value
+            assert not check.all_finite(state, command, action), (field, j, value)
+            assert check_finite_fault(chain, state, command, action), (field, j, value)
+    state, command, action = tick()
+    state.q[0], state.dq[0] = np.inf, -np.inf
+    assert not check.all_finite(state, command, action)
+    state, command, action = tick()
+    state.dq[:] = 1e308  # finite (their sum would overflow): not a finite-check fault
+    assert check.all_finite(state, command, action)
+    state.tick = 2
+    assert not check_finite_fault(chain, state, command, action)
+
+
+def check_finite_fault(chain: SafetyChain, state: RobotState, command: JointCommand, action: np.ndarray) -> bool:
+    """Did a fresh chain's step latch the finite-check fault on this tick?"""
+    chain.reset()
+    out = chain.step(state, command, 0.0, action=action)
+    return any(e.filter_name == FINITE and e.fault for e in out.events)
