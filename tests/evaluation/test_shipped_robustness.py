@@ -16,8 +16,9 @@ from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.registry import make_task
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
-# The controls fail the suite; panda_reach (a chain-projected actor) passes it.
-EXPECTED = {"a1_flat_v1": False, "a1_flat_no_dr": False, "panda_reach": True}
+# The controls fail the suite, and so does a1_flat (12 of 140, trained for it); panda_reach (a chain-projected actor)
+# passes it.
+EXPECTED = {"a1_flat": False, "a1_flat_v1": False, "a1_flat_no_dr": False, "panda_reach": True}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -71,3 +72,16 @@ def test_shipped_arm_keeps_the_chain_idle_under_observation_noise():
     assert outcome.error is None and not outcome.fell
     assert outcome.intervention_rate <= config.max_intervention_rate
     assert outcome.gate_tracking_passed
+
+
+def test_shipped_a1_survives_the_conditions_that_topple_its_predecessor():
+    """Where a1_flat_v1 falls (a +3 kg payload in the gate's contact, a 1 m/s shove while walking), the shipped
+    a1_flat — trained with the suite's recipe — stays up, within the chain's limits."""
+    task, spec = make_task("a1-flat"), load_robot("a1")
+    conditions = {c.key: c for c in rb.suite_conditions(task, spec)}
+    policy = str(POLICIES / "a1_flat" / "policy.onnx")
+    config = GateConfig()
+    for key in (("DR corner", "payload +3 kg", "mujoco"), ("shove", "1 m/s from 0°, walking", "mujoco")):
+        outcome = rb.run_condition(policy, conditions[key], 0, config)
+        assert outcome.error is None and not outcome.fell, key
+        assert outcome.intervention_rate <= config.max_intervention_rate, key
