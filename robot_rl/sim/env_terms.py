@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from robot_rl.safety.filters import velocity_aware_bounds
 from robot_rl.sim.env_math import tilt_angle
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards
@@ -42,9 +43,10 @@ class TaskTermsMixin:
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action, target_lower=self.chain_target_lower,
-            target_upper=self.chain_target_upper, action_scale=self.task.action.scale,
+            sent_action=self.last_sent_action, action_scale=self.task.action.scale,
         )
+        inputs.target_lower, inputs.target_upper = velocity_aware_bounds(
+            f["q"], f["dq"], self.chain_limits, position=self.chain_position_bounds)
         if self.floating:
             inputs.base_lin_vel, inputs.base_ang_vel = f["base_lin_vel"], f["base_ang_vel"]
             inputs.projected_gravity = f["gravity"]

@@ -172,7 +172,7 @@ class MujocoVecEnv(TaskTermsMixin):
         self.chain_limits = limits = SafetyLimits.from_spec(spec)
         self._chain_kp, self._chain_kd = spec.kp[idx] * limits.kp_scale, spec.kd[idx] * limits.kd_scale
         self._chain_torque_max = limits.torque_max[idx]
-        self.chain_target_lower, self.chain_target_upper = limits.soft_lower[idx], limits.soft_upper[idx]
+        self.chain_position_bounds = (limits.soft_lower[idx], limits.soft_upper[idx])  # the chain's, policy joints
 
         dims = (j, self.num_commands, self.num_actions)
         self.actor_obs_builder = ObservationBuilder(task.actor_obs, n, *dims, rng=self.rng,

@@ -137,12 +137,17 @@ def _rate_excess(i: RewardInputs, c: dict) -> Tensor:
     return torch.clamp((i.action - ref).abs() - i.max_action_step, min=0.0).sum(1) / i.max_action_step
 
 
+def velocity_aware_bounds(dq: Tensor, lower: Tensor, upper: Tensor, dt: float) -> tuple[Tensor, Tensor]:
+    """``robot_rl.safety.filters.velocity_aware_bounds`` on the device, given the position bounds."""
+    lo = torch.minimum(lower - torch.clamp(dq, max=0.0) * dt, upper)
+    hi = torch.maximum(upper - torch.clamp(dq, min=0.0) * dt, lower)
+    return lo, hi
+
+
 def _chain_clips(i: RewardInputs, c: dict) -> Tensor:
     q_target = i.default_q + i.action_scale * i.action
-    lo = torch.minimum(i.target_lower - torch.clamp(i.dq, max=0.0) * i.dt, i.target_upper)
-    hi = torch.maximum(i.target_upper - torch.clamp(i.dq, min=0.0) * i.dt, i.target_lower)
     ref = i.last_action if i.sent_action is None else i.sent_action
-    clipped = (q_target < lo) | (q_target > hi) | ((i.action - ref).abs() > i.max_action_step)
+    clipped = (q_target < i.target_lower) | (q_target > i.target_upper) | ((i.action - ref).abs() > i.max_action_step)
     return clipped.sum(1).to(i.q.dtype)
 
 

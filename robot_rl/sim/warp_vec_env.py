@@ -345,9 +345,11 @@ class WarpVecEnv:
             dt=self.dt, command=self.commands, q=f["q"], dq=f["dq"], last_dq=self.last_dq, default_q=self.default_q,
             q_soft_lower=self.q_soft_lower, q_soft_upper=self.q_soft_upper, torque=torque, action=self.action,
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
-            sent_action=self.last_sent_action, target_lower=self._chain_lower, target_upper=self._chain_upper,
-            action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"], base_ang_vel=f["base_ang_vel"],
+            sent_action=self.last_sent_action, action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"],
+            base_ang_vel=f["base_ang_vel"],
             projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air)
+        inputs.target_lower, inputs.target_upper = tt.velocity_aware_bounds(f["dq"], self._chain_lower,
+                                                                            self._chain_upper, self.dt)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)
         reward = torch.where(unstable, 0.0, reward)  # an env that blew up earns nothing (its values are meaningless)
         for name, value in parts.items():

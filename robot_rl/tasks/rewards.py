@@ -84,8 +84,9 @@ class RewardInputs:
     # The raw action the rate limit measures steps from: the last one sent to the robot (rate-limited where
     # the env limits targets as the safety chain does). None: the last policy output.
     sent_action: np.ndarray | None = None
-    # The safety chain's soft position limits of the policy joints (rad) and the action's scale (rad per unit),
-    # for the chain_clips term (None: not provided).
+    # Where the safety chain holds this step's targets (rad, (N, joints)): its soft position limits shrunk toward
+    # the way each joint moves (``robot_rl.safety.filters.velocity_aware_bounds``), and the action's scale (rad per
+    # unit), for the chain_clips term (None: not provided).
     target_lower: np.ndarray | None = None
     target_upper: np.ndarray | None = None
     action_scale: float | None = None
@@ -113,14 +114,12 @@ class RewardTermDef:
 
 
 def chain_clip_mask(i: RewardInputs) -> np.ndarray:
-    """(N, joints) bool: the targets the safety chain's rate, position and velocity-aware limits would move (the
-    laws of ``robot_rl.safety.filters``, batched; the raw action decoded without its clip; a joint already outside
-    its soft range, whose bounds the chain widens to where it is, counts as clipped)."""
+    """(N, joints) bool: the targets the safety chain's rate limit or its position and velocity-aware bounds
+    (``target_lower`` / ``target_upper``, computed by the caller with the chain's own law) would move; the raw
+    action decoded without its clip."""
     q_target = i.default_q + i.action_scale * i.action
-    lo = np.minimum(i.target_lower - np.minimum(i.dq, 0.0) * i.dt, i.target_upper)
-    hi = np.maximum(i.target_upper - np.maximum(i.dq, 0.0) * i.dt, i.target_lower)
     ref = i.last_action if i.sent_action is None else i.sent_action
-    return (q_target < lo) | (q_target > hi) | (np.abs(i.action - ref) > i.max_action_step)
+    return (q_target < i.target_lower) | (q_target > i.target_upper) | (np.abs(i.action - ref) > i.max_action_step)
 
 
 def _t(compute: RewardFn, **defaults: float | None) -> RewardTermDef:

@@ -136,3 +136,18 @@ def test_feet_delay_and_velocity_metric_agree_over_steps() -> None:
     expected = ma.finish(ids, None)
     for key, value in mb.finish(T(ids)).items():
         np.testing.assert_allclose(value.numpy(), expected[key], rtol=1e-5, err_msg=key)
+
+
+def test_velocity_aware_bounds_agree_with_the_safety_chains_law() -> None:
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.safety.filters import SafetyLimits, velocity_aware_bounds
+
+    limits = SafetyLimits.from_spec(load_robot("a1"))
+    rng = np.random.default_rng(3)
+    q = rng.uniform(limits.soft_lower, limits.soft_upper, size=(N, 12))
+    dq = rng.normal(scale=30.0, size=(N, 12))  # fast enough that some bounds would cross and are pinned
+    position = (limits.soft_lower, limits.soft_upper)
+    lo, hi = velocity_aware_bounds(q, dq, limits, position=position)
+    t_lo, t_hi = tt.velocity_aware_bounds(T(dq), T(position[0]), T(position[1]), limits.policy_period_s)
+    np.testing.assert_allclose(t_lo.numpy(), lo, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(t_hi.numpy(), hi, rtol=0, atol=1e-12)

@@ -144,7 +144,13 @@ def test_panda_push_rewards_use_the_tasks_success_radius():
 def test_chain_clips_counts_the_targets_the_safety_chain_would_move():
     """The batched law against the chain's own filters (rate, then position, then velocity-aware) on one robot."""
     from robot_rl.robots.spec import load_robot
-    from robot_rl.safety.filters import SafetyLimits, position_limit, rate_limit, velocity_aware_limit
+    from robot_rl.safety.filters import (
+        SafetyLimits,
+        position_limit,
+        rate_limit,
+        velocity_aware_bounds,
+        velocity_aware_limit,
+    )
 
     spec = load_robot("a1")
     limits = SafetyLimits.from_spec(spec)
@@ -158,9 +164,10 @@ def test_chain_clips_counts_the_targets_the_safety_chain_would_move():
     sent = rng.normal(scale=1.0, size=(n, j))
     action = sent + rng.normal(scale=0.3, size=(n, j))
     max_step = limits.max_step / scale
+    lower, upper = velocity_aware_bounds(q, dq, limits, position=(limits.soft_lower, limits.soft_upper))
     inputs = _inputs(n=n, j=j, q=q, dq=dq, default_q=default, action=action, sent_action=sent, dt=dt,
-                     max_action_step=float(np.max(max_step)), target_lower=limits.soft_lower,
-                     target_upper=limits.soft_upper, action_scale=scale)
+                     max_action_step=float(np.max(max_step)), target_lower=lower, target_upper=upper,
+                     action_scale=scale)
     count = _term("chain_clips", inputs)
     assert 0 < count.mean() < j  # some clipped, not all
     active = np.ones(j, dtype=bool)

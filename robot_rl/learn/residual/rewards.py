@@ -20,7 +20,7 @@ import numpy as np
 
 from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
-from robot_rl.safety.filters import SafetyLimits
+from robot_rl.safety.filters import SafetyLimits, velocity_aware_bounds
 from robot_rl.tasks.observations import projected_gravity
 from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import TaskCfg
@@ -112,9 +112,10 @@ class StateReward:
             torque=np.asarray(state.tau, dtype=np.float64)[None], action=np.asarray(action, dtype=np.float64)[None],
             last_action=np.asarray(last_action, dtype=np.float64)[None], terminated=np.array([terminated]),
             max_action_step=self.task.action.max_step(self.spec.safety.max_target_rate_rad_s, self.dt),
-            target_lower=self._chain.soft_lower, target_upper=self._chain.soft_upper,
             action_scale=self.task.action.scale,
         )
+        inputs.target_lower, inputs.target_upper = velocity_aware_bounds(
+            q, dq, self._chain, position=(self._chain.soft_lower, self._chain.soft_upper))
         if self.floating:
             inputs.base_ang_vel = np.asarray(state.base_ang_vel, dtype=np.float64)[None]
             inputs.projected_gravity = projected_gravity(np.asarray(state.base_quat, dtype=np.float64)[None])
