@@ -22,8 +22,8 @@ def convert(model: Path, description: Path | None, robot: str, task: str | None,
 
     ``task`` None (a robot without a task yet): the velocity commands of the A1 task, and a file that names no
     task, which converts and runs through ``load_policy`` but not the gate or ``deploy`` (they need a task)."""
-    foreign = read_description(model, description)
     spec = load_robot(robot)
+    foreign = read_description(model, description, spec.joint_names)
     if task is None:
         commands = VELOCITY_COMMANDS
     else:
