@@ -9,7 +9,8 @@
 - ``action_scale``: per action joint (or one number);
 - ``observation_names`` (the actor group's terms in order), ``observation_terms_scale`` (a number, or the
   per-component values joined by ``;``), ``observation_terms_clip`` (``low;high``, ``-inf;inf`` for none),
-  ``observation_terms_history_length``, ``observation_terms_flatten_history_dim``; ``command_names``.
+  ``observation_terms_history_length``, ``observation_terms_flatten_history_dim`` (a bool, written as a number:
+  ``1.000``); ``command_names``.
 
 Lists are comma-separated and every number is written with **3 decimals**, so gains, default pose and scales
 are known to ±5e-4 (compared with the spec within that). mjlab processes a term as Isaac Lab does
@@ -104,7 +105,8 @@ def read_mjlab(path: Path) -> ForeignPolicy:
             raise PolicyImportError(f"{where}: observation term {name!r}: unreadable scale/clip/history "
                                     f"{columns['scale'][i]!r}/{columns['clip'][i]!r}/"
                                     f"{columns['history_length'][i]!r}") from None
-        if history and columns["flatten_history_dim"][i] != "True":
+        # written through the number format (a bool is an int): "1.000" / "0.000"
+        if history and columns["flatten_history_dim"][i] not in ("True", "1.000", "1"):
             raise PolicyImportError(f"{where}: observation term {name!r}: history without flatten_history_dim")
         frames.add(max(history, 1))
         terms.append(clip_then_scale(TERMS[name], name, scale, clip, f"{where}: observation term {name!r}"))
