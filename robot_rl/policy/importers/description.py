@@ -55,6 +55,9 @@ class ForeignPolicy:
     # How precisely the description states gains and default pose (mjlab rounds its metadata to 3 decimals):
     # a disagreement with the spec within it is no disagreement.
     value_tolerance: float = 0.0
+    # The actor's hidden layer widths as the trainer's config states them (rsl_rl's actor_hidden_dims), checked
+    # against the network: a model from another run is refused. () where the description does not say.
+    actor_hidden_dims: tuple[int, ...] = ()
 
     def source_hashes(self) -> dict[str, dict[str, str]]:
         return {role: {"file": path.name, "sha256": sha256(path)} for role, path in sorted(self.sources.items())}

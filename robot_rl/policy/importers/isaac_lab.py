@@ -376,4 +376,5 @@ def read_isaac_lab(description: Path, model: Path | None, robot_joints: tuple[st
         history_layout="term_major",
         policy_period_s=float(_get(env, "sim.dt", where)) * int(env["decimation"]),
         sources=sources,
+        actor_hidden_dims=tuple(int(d) for d in actor.get("actor_hidden_dims") or ()),
     )

@@ -195,6 +195,25 @@ def test_python_tags_are_read_as_data_and_never_run(tmp_path):
     assert read_description(_model(tmp_path), run, GO2_JOINTS).policy_period_s == pytest.approx(0.02)
 
 
+def test_action_bounds_come_from_the_target_clip_and_clip_actions(tmp_path):
+    def calf_clip(env: dict) -> None:  # Isaac Lab clips the joint target; the raw action's bound follows
+        env["actions"]["joint_pos"]["clip"] = {".*_calf_joint": [-2.0, -1.0]}
+
+    foreign = read_description(_model(tmp_path), _run_copy(tmp_path, calf_clip), GO2_JOINTS)
+    bounds = dict(zip(foreign.joint_names, foreign.action_clip, strict=True))
+    assert bounds["FR_calf_joint"] == pytest.approx((-2.0, 2.0))  # ((-2, -1) − default −1.5) / scale 0.25
+    assert bounds["FR_hip_joint"] == (-100.0, 100.0)  # agent.yaml clip_actions
+
+
+def test_a_model_from_another_run_is_refused(external, tmp_path):
+    run = _run_copy(tmp_path)
+    agent = run / "params" / "agent.yaml"
+    agent.write_text(agent.read_text().replace("  - 512\n  - 256\n  - 128\n  critic", "  - 256\n  - 128\n  critic"))
+    with pytest.raises(PolicyImportError, match=r"its actor's hidden layers are \[512, 256, 128\], the run's agent "
+                                                r"config says \[256, 128\]"):
+        convert(external / ROBOT_LAB / "policy.pt", run, "go2", "go2-flat", tmp_path / "p.onnx", ("default-pose",))
+
+
 def test_missing_agent_yaml_and_exported_policy_are_named(tmp_path):
     run = _run_copy(tmp_path)
     with pytest.raises(PolicyImportError, match=r"no exported/policy\.pt or exported/policy\.onnx"):
