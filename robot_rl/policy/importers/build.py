@@ -48,8 +48,8 @@ class JointMap:
     overridden: dict  # what an allowance let through: {"gains": [...], "default_pose": [...]}
 
 
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+def _close(a: float, b: float, tolerance: float = 0.0) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=max(ABS_TOL, tolerance))
 
 
 def match_joints(foreign: ForeignPolicy, spec: RobotSpec, allow: tuple[str, ...]) -> JointMap:
@@ -86,7 +86,7 @@ def match_joints(foreign: ForeignPolicy, spec: RobotSpec, allow: tuple[str, ...]
     for allowance, what, theirs, ours, remedy in checks:
         pairs = zip(theirs, spec_index, strict=True)
         bad = [(foreign.joint_names[i], t, float(ours[j])) for i, (t, j) in enumerate(pairs)
-               if not _close(t, float(ours[j]))]
+               if not _close(t, float(ours[j]), foreign.value_tolerance)]
         if not bad:
             continue
         if allowance not in allow:
@@ -118,6 +118,16 @@ class Adapter:
 
 def _uniform(values: np.ndarray) -> bool:
     return bool(np.all(np.isclose(values, values[0], rtol=REL_TOL, atol=ABS_TOL)))
+
+
+def _clips(term, width: int) -> np.ndarray:
+    """The term's clip per component (NO_CLIP where it has none)."""
+    if term.clip is None:
+        return np.full(width, NO_CLIP)
+    clip = np.array(term.clip if isinstance(term.clip, tuple) else (term.clip,), dtype=np.float64)
+    if len(clip) not in (1, width):
+        raise PolicyImportError(f"observation term {term.source_name!r}: {len(clip)} clips for {width} values")
+    return np.broadcast_to(np.minimum(clip, NO_CLIP), (width,)).copy()
 
 
 def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, commands: CommandSpec) -> Adapter:
@@ -157,18 +167,19 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
                 raise PolicyImportError(f"observation term {term.source_name!r}: a history of past actions with a "
                                         "default pose that differs from the spec's is not supported; import it "
                                         "without --allow default-pose, with a spec whose default pose is the policy's")
-            per_term.append((term, width, scale, offset, NO_CLIP if term.clip is None else term.clip, True))
+            per_term.append((term, width, scale, offset, _clips(term, width), True))
             notes.append({"term": term.name, "source": term.source_name, "scale": list(term.scale), "clip": term.clip,
                           "applied_in": "graph (its own previous action, recurrent state)"})
             continue
         elif term.name == "last_action":  # undo the output map: the policy sees its own previous action
             scale = scale / ratio
-        in_contract = _uniform(scale) and not np.any(offset)
+        clips = _clips(term, width)
+        in_contract = _uniform(scale) and not np.any(offset) and _uniform(clips)
         contract_scale_k = float(scale[0]) if in_contract else 1.0
-        contract_clip = term.clip if in_contract else None
+        contract_clip = None if not in_contract or term.clip is None else float(clips[0])
         terms.append(ObsTerm(term.name, contract_scale_k, contract_clip, 0.0, h))
         per_term.append((term, width, np.ones(width) if in_contract else scale, offset,
-                         NO_CLIP if in_contract or term.clip is None else term.clip, False))
+                         np.full(width, NO_CLIP) if in_contract else clips, False))
         notes.append({"term": term.name, "source": term.source_name, "scale": list(term.scale), "clip": term.clip,
                       "applied_in": "contract" if in_contract else "graph"})
     layout = ObservationLayout(tuple(terms))
@@ -180,11 +191,11 @@ def build_adapter(foreign: ForeignPolicy, spec: RobotSpec, joints: JointMap, com
     def block(k: int, frame: int) -> list[tuple[int, float, float, float]]:
         term, width, scale, offset, clip, from_state = per_term[k]
         if from_state:
-            return [(int(first[k] + c), offset[c], scale[c], clip) for c in range(width)]
+            return [(int(first[k] + c), offset[c], scale[c], clip[c]) for c in range(width)]
         f = h - 1 - frame  # contract frames run oldest → newest; the trainer's frame 0 is this tick
         size = width if term.name not in JOINT_TERMS else num_joints
         comp = perm if term.name in JOINT_TERMS else np.arange(width)
-        return [(int(first[k] + f * size + comp[c]), offset[c], scale[c], clip) for c in range(width)]
+        return [(int(first[k] + f * size + comp[c]), offset[c], scale[c], clip[c]) for c in range(width)]
 
     if foreign.history_layout == "time_major":
         order = [(k, fr) for fr in foreign.history for k in range(len(per_term))]

@@ -16,14 +16,25 @@ from robot_rl.tasks.a1_velocity import COMMANDS as VELOCITY_COMMANDS
 from robot_rl.tasks.registry import make_task
 
 
+def _check_hidden_dims(foreign, net) -> None:
+    import torch
+
+    if not foreign.actor_hidden_dims or not hasattr(net, "actor"):
+        return
+    widths = tuple(m.out_features for m in net.actor.modules() if isinstance(m, torch.nn.Linear))[:-1]
+    if widths != foreign.actor_hidden_dims:
+        raise PolicyImportError(f"{foreign.model_path}: its actor's hidden layers are {list(widths)}, the run's "
+                                f"agent config says {list(foreign.actor_hidden_dims)}: a model from another run?")
+
+
 def convert(model: Path, description: Path | None, robot: str, task: str | None, out: Path,
             allow: tuple[str, ...] = (), overwrite: bool = False) -> str:
     """Import one policy; return a one-paragraph summary of what was mapped.
 
     ``task`` None (a robot without a task yet): the velocity commands of the A1 task, and a file that names no
     task, which converts and runs through ``load_policy`` but not the gate or ``deploy`` (they need a task)."""
-    foreign = read_description(model, description)
     spec = load_robot(robot)
+    foreign = read_description(model, description, spec.joint_names)
     if task is None:
         commands = VELOCITY_COMMANDS
     else:
@@ -46,6 +57,7 @@ def convert(model: Path, description: Path | None, robot: str, task: str | None,
 
         frame = len(adapter.index) // len(foreign.history) + 2 * ("gait_phase" in foreign.extra_inputs)
         net, sizes, arch = rebuild(foreign.model_path, frame, len(foreign.history))
+    _check_hidden_dims(foreign, net)
     note = {
         "trainer": foreign.trainer,
         "architecture": arch,

@@ -24,13 +24,14 @@ class PolicyImportError(RobotRLError, ValueError):
 @dataclass(frozen=True)
 class ForeignTerm:
     """One observation term as the trainer computed it: ``clip(scale · (value − offset), ±clip)``, where
-    ``name`` is this project's term (robot_rl.tasks.observations.OBS_TERMS) and ``scale`` one value or one
-    per component. ``offset`` is only the trainer's default pose for ``joint_pos_rel`` (handled in build)."""
+    ``name`` is this project's term (robot_rl.tasks.observations.OBS_TERMS), ``scale`` one value or one
+    per component and ``clip`` likewise (a trainer that clips before scaling, as Isaac Lab does, gives
+    ``clip · |scale|``). ``offset`` is only the trainer's default pose for ``joint_pos_rel`` (handled in build)."""
 
     name: str
     source_name: str  # the trainer's name for it, for messages
     scale: tuple[float, ...]  # length 1 (uniform) or the term's width
-    clip: float | None = None
+    clip: float | tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class ForeignPolicy:
     extra_inputs: tuple[str, ...] = ()  # inputs the graph computes itself, e.g. ("gait_phase",)
     gait_period_s: float = 0.0  # for "gait_phase": the clock's period
     sources: dict[str, Path] = field(default_factory=dict)  # role → file, hashed into the provenance
+    # How precisely the description states gains and default pose (mjlab rounds its metadata to 3 decimals):
+    # a disagreement with the spec within it is no disagreement.
+    value_tolerance: float = 0.0
+    # The actor's hidden layer widths as the trainer's config states them (rsl_rl's actor_hidden_dims), checked
+    # against the network: a model from another run is refused. () where the description does not say.
+    actor_hidden_dims: tuple[int, ...] = ()
 
     def source_hashes(self) -> dict[str, dict[str, str]]:
         return {role: {"file": path.name, "sha256": sha256(path)} for role, path in sorted(self.sources.items())}
