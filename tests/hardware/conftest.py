@@ -148,11 +148,12 @@ def _load_dds_walk():
 
 @pytest.fixture
 def walk_over_dds(start_bridge, bridge_status, domain, tmp_path):
-    """walk_over_dds(spec, policy, vx=, walk_s=) → DdsWalk (tests/hardware/dds_walk.py): the bridge and the deploy
-    as two processes on this test's domain, with the LowCmd tap and the bridge's status."""
+    """walk_over_dds(spec, policy, vx=, walk_s=, bridge_args=()) → DdsWalk (tests/hardware/dds_walk.py): the
+    bridge and the deploy as two processes on this test's domain, with the LowCmd tap and the bridge's status."""
     module = _load_dds_walk()
 
-    def run(spec, policy, *, vx: float, walk_s: float):
-        return module.walk_over_dds(spec, policy, domain, start_bridge, bridge_status, tmp_path, vx=vx, walk_s=walk_s)
+    def run(spec, policy, *, vx: float, walk_s: float, bridge_args: tuple[str, ...] = ()):
+        return module.walk_over_dds(spec, policy, domain, start_bridge, bridge_status, tmp_path, vx=vx, walk_s=walk_s,
+                                    bridge_args=bridge_args)
 
     return run

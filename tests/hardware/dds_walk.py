@@ -31,6 +31,7 @@ class ReceivedCommand:
     kd: np.ndarray
     unused_modes: np.ndarray  # the raw mode of each slot that drives no spec joint (slot_map.unused)
     unused: np.ndarray  # their raw q, dq, kp, kd, tau: shape (5, len(slot_map.unused))
+    mode: tuple[int, int]  # unitree_hg's mode_machine and mode_pr ((0, 0) for unitree_go)
 
 
 class LowCmdTap:
@@ -74,13 +75,16 @@ class LowCmdTap:
                 self.received.append(ReceivedCommand(
                     now, command.q_target.copy(), command.kp.copy(), command.kd.copy(),
                     np.array([int(m) for m in self._unused_modes]),
-                    np.array([column[self._unused].astype(np.float64) for column in self._columns])))
+                    np.array([column[self._unused].astype(np.float64) for column in self._columns]),
+                    (self._decoder.mode_machine, self._decoder.mode_pr)))
 
     def columns(self) -> tuple[np.ndarray, ...]:
-        """t, q, kp, kd (one row per command) and the unused slots' modes and raw fields (rows × 5 × slots)."""
+        """t, q, kp, kd (one row per command), the unused slots' modes and raw fields (rows × 5 × slots) and
+        mode_machine, mode_pr (rows × 2)."""
         r = self.received
         return (np.array([c.t for c in r]), np.array([c.q for c in r]), np.array([c.kp for c in r]),
-                np.array([c.kd for c in r]), np.array([c.unused_modes for c in r]), np.array([c.unused for c in r]))
+                np.array([c.kd for c in r]), np.array([c.unused_modes for c in r]), np.array([c.unused for c in r]),
+                np.array([c.mode for c in r]))
 
     def __enter__(self) -> LowCmdTap:
         self._thread.start()
@@ -134,16 +138,16 @@ class DdsWalk:
 
 
 def walk_over_dds(spec: RobotSpec, policy: Path, domain: int, start_bridge, bridge_status, tmp_path: Path, *,
-                  vx: float, walk_s: float) -> DdsWalk:
-    """Start the bridge for ``spec`` (by name: both processes load the shipped spec), wait for its first status,
-    then run the deploy with ``policy`` at forward command ``vx`` for the ramp + ``walk_s`` and collect what the
-    tap and the status saw."""
+                  vx: float, walk_s: float, bridge_args: tuple[str, ...] = ()) -> DdsWalk:
+    """Start the bridge for ``spec`` (by name: both processes load the shipped spec) with ``bridge_args``, wait
+    for its first status, then run the deploy with ``policy`` at forward command ``vx`` for the ramp +
+    ``walk_s`` and collect what the tap and the status saw."""
     ramp_s = spec.safety.ramp_duration_s
     deploy_cmd = [sys.executable, "-m", "robot_rl.cli", "deploy", "--robot", spec.name, "--interface", "unitree-dds",
                   "--domain-id", str(domain), "--policy", str(policy), "--duration-s", f"{ramp_s + walk_s:g}",
                   "--command", f"{vx:g}", "0", "0", "--fifo-priority", str(FIFO_PRIORITY)]
     with fifo_scheduling(FIFO_PRIORITY), LowCmdTap(spec, domain) as tap:
-        start_bridge("--robot", spec.name, duration_s=90)
+        start_bridge("--robot", spec.name, *bridge_args, duration_s=90)
         first = bridge_status.wait_for(lambda s: s.sim_time_s > 0.5, timeout_s=30.0)
         assert first is not None, "no status from the bridge"
         statuses = [first]

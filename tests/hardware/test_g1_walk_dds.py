@@ -3,8 +3,9 @@
 g1 --interface unitree-dds`` with Unitree's pretrained legs-only G1 policy, imported into this test's tmp dir.
 
 Checked on the bridge's side of the wire: this process reads every rt/lowcmd the bridge gets and decodes it with
-the bridge's own decoder (CRC, mode_machine, the 29 motors); while the policy drives, every one holds the 17 waist
-and arm motors at their default pose with their spec gains, and leaves the 6 slots that drive no motor disabled.
+the bridge's own decoder (CRC, the 29 motors); every one echoes the mode_machine the bridge reports (5, as the
+29-DoF G1) with mode_pr 0 and leaves the 6 slots that drive no motor disabled, and while the policy drives every
+one holds the 17 waist and arm motors at their default pose with their spec gains.
 The bridge's status (sim ground truth the deploy never sees) says the gantry let go and how far the pelvis went:
 at least 1 m forward in 10 s, without a fall. The spec's own gains (Unitree's deploy values, waist kp 300) are
 used: the policy needs no stiffer waist to walk (docs/deploy.md, "Humanoids: the gantry").
@@ -25,6 +26,7 @@ EXTERNAL = Path(__file__).resolve().parents[2].parent / "shared" / "external"
 UNITREE_CONFIG = EXTERNAL / "unitree_rl_gym" / "deploy" / "deploy_mujoco" / "configs" / "g1.yaml"
 G1 = load_robot("g1")
 WALK_S = 10.0
+MODE_MACHINE = 5  # the 29-DoF G1's variant code: the bridge drops a command that does not echo it
 
 
 def test_deploy_walks_the_g1_over_dds_with_every_non_policy_motor_held(walk_over_dds, tmp_path) -> None:
@@ -38,7 +40,7 @@ def test_deploy_walks_the_g1_over_dds_with_every_non_policy_motor_held(walk_over
 
     policy = tmp_path / "unitree_g1.onnx"
     convert(UNITREE_CONFIG, None, "g1", "g1-flat", policy, ())
-    run = walk_over_dds(G1, policy, vx=0.5, walk_s=WALK_S)
+    run = walk_over_dds(G1, policy, vx=0.5, walk_s=WALK_S, bridge_args=("--mode-machine", str(MODE_MACHINE)))
     assert run.first_status.gantry_engaged == 1 and not run.first_status.command_active, run.first_status
     assert run.returncode == 0, f"deploy exited {run.returncode}\n{run.out}\n{run.err}"
     assert run.tap.bad == 0
@@ -46,7 +48,8 @@ def test_deploy_walks_the_g1_over_dds_with_every_non_policy_motor_held(walk_over
     # The policy's window, on the wire: every LowCmd holds the 17 non-policy motors and drives the 12 legs.
     ramp_s = G1.safety.ramp_duration_s
     walking, armed, last = run.policy_window(ramp_s)
-    t, q, kp, kd, unused_modes, _ = run.tap.columns()
+    t, q, kp, kd, unused_modes, _, modes = run.tap.columns()
+    assert (modes == (MODE_MACHINE, hg.MODE_PR)).all(), np.unique(modes, axis=0)
     assert walking.sum() > 50 * WALK_S, f"{walking.sum()} LowCmds while the policy drove"
     held = np.flatnonzero(~np.isin(G1.joint_names, G1.policy_joints))
     assert held.size == 17 and (held == np.arange(12, 29)).all(), held
@@ -59,6 +62,7 @@ def test_deploy_walks_the_g1_over_dds_with_every_non_policy_motor_held(walk_over
     assert legs_moved > 0.1, f"the legs never left their default pose ({legs_moved:.3f} rad): no policy drove"
 
     # Sim ground truth: the gantry let go at the handover, then the pelvis walked off without falling.
+    assert run.statuses[-1].commands_rejected == 0 and run.statuses[-1].commands_bad_crc == 0, run.statuses[-1]
     released = [s for s in run.statuses if s.command_active and not s.gantry_engaged]
     assert released, "the gantry was never released"
     assert abs(run.status_time(released[0]) - (armed + ramp_s)) < 0.3, (run.status_time(released[0]) - armed, ramp_s)

@@ -45,7 +45,7 @@ def test_deploy_walks_the_go2_over_dds(walk_over_dds, tmp_path) -> None:
 
     ramp_s = GO2.safety.ramp_duration_s
     walking, _, last = run.policy_window(ramp_s)
-    t, q, kp, kd, unused_modes, unused = run.tap.columns()
+    t, q, kp, kd, unused_modes, unused, _ = run.tap.columns()
     assert walking.sum() > 50 * WALK_S, f"{walking.sum()} LowCmds while the policy drove"
     np.testing.assert_array_equal(kp[walking], np.tile(GO2.kp.astype(np.float32), (walking.sum(), 1)))
     np.testing.assert_array_equal(kd[walking], np.tile(GO2.kd.astype(np.float32), (walking.sum(), 1)))
@@ -57,6 +57,7 @@ def test_deploy_walks_the_go2_over_dds(walk_over_dds, tmp_path) -> None:
     assert (unused[:, :2] == sentinels).all() and (unused[:, 2:] == 0.0).all()
 
     # Sim ground truth while the policy drove: no fall, and the base walked off along +x (it lay facing +x).
+    assert run.statuses[-1].commands_rejected == 0 and run.statuses[-1].commands_bad_crc == 0, run.statuses[-1]
     driven = [s for s in run.statuses
               if s.command_active and t[walking][0] <= run.status_time(s) <= t[last]]
     assert len(driven) > 5 * WALK_S, f"{len(driven)} bridge statuses while the policy drove"
