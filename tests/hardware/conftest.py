@@ -7,12 +7,14 @@ one machine do not hear each other.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +133,27 @@ def _as_hg_family(data: dict) -> None:
 def hg_a1_spec(edited_spec):
     """The A1 spec speaking unitree_hg (35 motor slots): the humanoid message family without a G1 model."""
     return edited_spec(_as_hg_family)
+
+
+def _load_dds_walk():
+    """tests/hardware/dds_walk.py, by path (the tests run with --import-mode=importlib: this folder is not on
+    sys.path)."""
+    if "dds_walk" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("dds_walk", Path(__file__).with_name("dds_walk.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["dds_walk"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["dds_walk"]
+
+
+@pytest.fixture
+def walk_over_dds(start_bridge, bridge_status, domain, tmp_path):
+    """walk_over_dds(spec, policy, vx=, walk_s=, bridge_args=()) → DdsWalk (tests/hardware/dds_walk.py): the
+    bridge and the deploy as two processes on this test's domain, with the LowCmd tap and the bridge's status."""
+    module = _load_dds_walk()
+
+    def run(spec, policy, *, vx: float, walk_s: float, bridge_args: tuple[str, ...] = ()):
+        return module.walk_over_dds(spec, policy, domain, start_bridge, bridge_status, tmp_path, vx=vx, walk_s=walk_s,
+                                    bridge_args=bridge_args)
+
+    return run
