@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_deploy_faults as faults_bench
 
+from robot_rl.core.tick_trace import TickBreakdown
 from robot_rl.data.mcap_log import TIMING, read_log, summarize_log
 from robot_rl.dds import close_domain
 
@@ -84,6 +85,7 @@ class Segment:
     truncated: bool = False
     records: int = 0
     problem: str = ""
+    late_ticks: list[str] = field(default_factory=list)  # missed deadlines outside the fault window: why
 
 
 class RssSampler(threading.Thread):
@@ -128,6 +130,11 @@ def analyse_log(seg: Segment, path: Path, killed_at: float | None) -> None:
                 seg.missed_in += d["missed"]
             else:
                 seg.missed_out += d["missed"]
+            # the tick that ran past the next deadline (it shows as `missed` on the tick after it), or a late wake
+            past = (d["lateness_s"] or 0.0) + (d["work_s"] or 0.0)
+            if d.get("trace") and past > PERIOD_S and (window is None or d["t"] < window):
+                b = TickBreakdown.from_dict(d["trace"], d["t"])
+                seg.late_ticks.append(f"tick {d['tick']}: {b.describe()}")
         seg.ticks = len(ticks)
         if ticks:
             seg.tick_gaps = (max(ticks) - min(ticks) + 1) - len(set(ticks))
@@ -337,6 +344,7 @@ def report(segs: list[Segment], sampler: RssSampler, args, wall_s: float, fifo: 
     problems = [f"- segment {s.index} ({s.fault}): {s.problem}" for s in segs if s.problem]
     problems += [f"- segment {s.index} ({s.fault}): missed {s.missed_out} deadlines outside the fault window"
                  for s in ok if s.missed_out]
+    problems += [f"- segment {s.index} ({s.fault}): {why}" for s in ok for why in s.late_ticks]
     problems += [f"- segment {s.index} ({s.fault}): replaced a deploy that faulted by itself: {why}"
                  for s in segs for why in s.replaced]
     if problems:
@@ -362,6 +370,7 @@ def main() -> int:
                         help="draw from these only")
     parser.add_argument("--fifo-priority", type=int, default=10, help="0: off")
     parser.add_argument("--markdown-out", type=Path)
+    parser.add_argument("--keep-logs", type=Path, help="keep every segment's deploy log in this (new) directory")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     fifo = faults_bench.run_under_fifo(args.fifo_priority or None)
@@ -372,7 +381,10 @@ def main() -> int:
     segs: list[Segment] = []
     t0 = time.monotonic()
     deadline = t0 + 60.0 * args.minutes
-    with tempfile.TemporaryDirectory(prefix="soak_") as logdir:
+    if args.keep_logs is not None:
+        args.keep_logs.mkdir(parents=True)  # never into an existing directory: its logs would be overwritten
+    with tempfile.TemporaryDirectory(prefix="soak_") as tmp:
+        logdir = args.keep_logs or tmp
         soak = Soak(bench, rng, Path(logdir), sampler)
         try:
             while True:
@@ -393,7 +405,8 @@ def main() -> int:
                 print(f"[{(time.monotonic() - t0) / 60:5.1f} min] {seg.index} {seg.fault} ({seg.duration_s:.0f} s):"
                       f" exit {seg.exit_status}, damping {dmp}, ticks {seg.ticks}, missed out/in "
                       f"{seg.missed_out}/{seg.missed_in}, dropped {seg.dropped_records}, gaps {seg.tick_gaps}, "
-                      f"unflushed {seg.unflushed} {seg.problem} {'; '.join(seg.replaced)}", flush=True)
+                      f"unflushed {seg.unflushed} {seg.problem} {'; '.join(seg.replaced)}"
+                      + "".join(f"\n    {why}" for why in seg.late_ticks), flush=True)
         finally:
             sampler.done.set()
             if bench.bridge is not None:
