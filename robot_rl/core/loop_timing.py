@@ -233,8 +233,16 @@ def gc_paused() -> Iterator[int]:
 
     Yields the number of objects frozen. While paused, reference cycles created inside the loop are
     never freed, so loop code must not create cycles (plain arrays, dataclasses and dicts don't).
+
+    A collector that is already disabled is left alone: no collection, nothing frozen (yields 0). An
+    outer pause around several loops therefore collects once: a deploy's full collection (≈ 20–27 ms for
+    its torch/onnxruntime/DDS heap) holds the GIL, and between its run and its damping loop it would
+    stall every thread of the process, the 500 Hz DDS re-publish thread included
+    (benchmarks/results/RESULTS_deploy_soak.md).
     """
-    was_enabled = gc.isenabled()
+    if not gc.isenabled():
+        yield 0
+        return
     frozen_before = gc.get_freeze_count()
     gc.collect()
     gc.freeze()
@@ -246,8 +254,7 @@ def gc_paused() -> Iterator[int]:
         # leave the permanent generation alone rather than undo their freeze.
         if frozen_before == 0:
             gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+        gc.enable()
 
 
 @dataclass(frozen=True)
