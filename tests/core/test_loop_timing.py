@@ -2,6 +2,7 @@ import gc
 import itertools
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -291,3 +292,12 @@ def test_nested_gc_pauses_collect_once():
         assert gc.isenabled() and seen == [2]
     finally:
         gc.callbacks.remove(note)
+
+
+def test_realtime_context_shortens_the_gil_switch_interval_and_restores_it():
+    from robot_rl.core.loop_timing import REALTIME_SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    with realtime_context():
+        assert sys.getswitchinterval() == pytest.approx(min(before, REALTIME_SWITCH_INTERVAL_S))
+    assert sys.getswitchinterval() == before
