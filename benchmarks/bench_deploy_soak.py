@@ -20,9 +20,13 @@ faults that must end in damping, the time from the fault to the bridge tick that
 (``damping_since_monotonic_s`` in the bridge's status side channel). Every 2 s the RSS of the deploy, its
 supervisor and the bridge is read from /proc.
 
+Every tick that ran past the next deadline outside a fault window is listed with its tick trace from the
+log (``robot_rl.core.tick_trace``: which phase took the time, and whether the loop's thread computed, waited
+for a CPU, was blocked, or was not running at all). ``--keep-logs DIR`` (a new directory) keeps the logs.
+
 Goal: 0 missed deadlines outside injected faults, 0 lost records, flat memory.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_deploy_soak.py --minutes 30 \\
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_deploy_soak.py --minutes 30 --keep-logs /tmp/soak_logs \\
         --markdown-out benchmarks/results/RESULTS_deploy_soak.md
 """
 
@@ -357,7 +361,10 @@ def report(segs: list[Segment], sampler: RssSampler, args, wall_s: float, fifo: 
         "in `RESULTS_deploy_faults.md` (bridge tick that first applied damping − injection; the bridge restart "
         "from the restarted robot's first tick; the sensor freeze from the bridge tick that froze). Segments are "
         "20–60 s; a deploy that faulted by itself before its fault is counted, replaced and not timed. "
-        "Exit statuses: 0 completed, 1 fault, 128 + N stopped by signal N, killed: SIGKILL or SIGSTOP + kill.",
+        "Exit statuses: 0 completed, 1 fault, 128 + N stopped by signal N, killed: SIGKILL or SIGSTOP + kill. "
+        "Each tick that ran past the next deadline outside a fault window is listed with its tick trace "
+        "(phase times, and the cause: cpu, runqueue, blocked, vm); how to read it and what earlier runs found: "
+        "RESULTS_deploy_soak_stalls.md.",
     ]
     return "\n".join(lines) + "\n"
 
