@@ -388,8 +388,10 @@ def main() -> int:
     segs: list[Segment] = []
     t0 = time.monotonic()
     deadline = t0 + 60.0 * args.minutes
+    if args.keep_logs is not None and args.keep_logs.exists():  # its logs would be overwritten
+        parser.error(f"--keep-logs {args.keep_logs}: already exists; name a new directory")
     if args.keep_logs is not None:
-        args.keep_logs.mkdir(parents=True)  # never into an existing directory: its logs would be overwritten
+        args.keep_logs.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="soak_") as tmp:
         logdir = args.keep_logs or tmp
         soak = Soak(bench, rng, Path(logdir), sampler)
