@@ -20,9 +20,13 @@ faults that must end in damping, the time from the fault to the bridge tick that
 (``damping_since_monotonic_s`` in the bridge's status side channel). Every 2 s the RSS of the deploy, its
 supervisor and the bridge is read from /proc.
 
+Every tick that ran past the next deadline outside a fault window is listed with its tick trace from the
+log (``robot_rl.core.tick_trace``: which phase took the time, and whether the loop's thread computed, waited
+for a CPU, was blocked, or was not running at all). ``--keep-logs DIR`` (a new directory) keeps the logs.
+
 Goal: 0 missed deadlines outside injected faults, 0 lost records, flat memory.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_deploy_soak.py --minutes 30 \\
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_deploy_soak.py --minutes 30 --keep-logs /tmp/soak_logs \\
         --markdown-out benchmarks/results/RESULTS_deploy_soak.md
 """
 
@@ -46,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_deploy_faults as faults_bench
 
+from robot_rl.core.tick_trace import TickBreakdown
 from robot_rl.data.mcap_log import TIMING, read_log, summarize_log
 from robot_rl.dds import close_domain
 
@@ -84,6 +89,7 @@ class Segment:
     truncated: bool = False
     records: int = 0
     problem: str = ""
+    late_ticks: list[str] = field(default_factory=list)  # missed deadlines outside the fault window: why
 
 
 class RssSampler(threading.Thread):
@@ -128,6 +134,11 @@ def analyse_log(seg: Segment, path: Path, killed_at: float | None) -> None:
                 seg.missed_in += d["missed"]
             else:
                 seg.missed_out += d["missed"]
+            # the tick that ran past the next deadline (it shows as `missed` on the tick after it), or a late wake
+            past = (d["lateness_s"] or 0.0) + (d["work_s"] or 0.0)
+            if d.get("trace") and past > PERIOD_S and (window is None or d["t"] < window):
+                b = TickBreakdown.from_dict(d["trace"], d["t"])
+                seg.late_ticks.append(f"tick {d['tick']}: {b.describe()}")
         seg.ticks = len(ticks)
         if ticks:
             seg.tick_gaps = (max(ticks) - min(ticks) + 1) - len(set(ticks))
@@ -337,6 +348,7 @@ def report(segs: list[Segment], sampler: RssSampler, args, wall_s: float, fifo: 
     problems = [f"- segment {s.index} ({s.fault}): {s.problem}" for s in segs if s.problem]
     problems += [f"- segment {s.index} ({s.fault}): missed {s.missed_out} deadlines outside the fault window"
                  for s in ok if s.missed_out]
+    problems += [f"- segment {s.index} ({s.fault}): {why}" for s in ok for why in s.late_ticks]
     problems += [f"- segment {s.index} ({s.fault}): replaced a deploy that faulted by itself: {why}"
                  for s in segs for why in s.replaced]
     if problems:
@@ -349,7 +361,10 @@ def report(segs: list[Segment], sampler: RssSampler, args, wall_s: float, fifo: 
         "in `RESULTS_deploy_faults.md` (bridge tick that first applied damping − injection; the bridge restart "
         "from the restarted robot's first tick; the sensor freeze from the bridge tick that froze). Segments are "
         "20–60 s; a deploy that faulted by itself before its fault is counted, replaced and not timed. "
-        "Exit statuses: 0 completed, 1 fault, 128 + N stopped by signal N, killed: SIGKILL or SIGSTOP + kill.",
+        "Exit statuses: 0 completed, 1 fault, 128 + N stopped by signal N, killed: SIGKILL or SIGSTOP + kill. "
+        "Each tick that ran past the next deadline outside a fault window is listed with its tick trace "
+        "(phase times, and the cause: cpu, runqueue, blocked, vm); how to read it and what earlier runs found: "
+        "RESULTS_deploy_soak_stalls.md.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -362,6 +377,7 @@ def main() -> int:
                         help="draw from these only")
     parser.add_argument("--fifo-priority", type=int, default=10, help="0: off")
     parser.add_argument("--markdown-out", type=Path)
+    parser.add_argument("--keep-logs", type=Path, help="keep every segment's deploy log in this (new) directory")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     fifo = faults_bench.run_under_fifo(args.fifo_priority or None)
@@ -372,7 +388,12 @@ def main() -> int:
     segs: list[Segment] = []
     t0 = time.monotonic()
     deadline = t0 + 60.0 * args.minutes
-    with tempfile.TemporaryDirectory(prefix="soak_") as logdir:
+    if args.keep_logs is not None and args.keep_logs.exists():  # its logs would be overwritten
+        parser.error(f"--keep-logs {args.keep_logs}: already exists; name a new directory")
+    if args.keep_logs is not None:
+        args.keep_logs.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="soak_") as tmp:
+        logdir = args.keep_logs or tmp
         soak = Soak(bench, rng, Path(logdir), sampler)
         try:
             while True:
@@ -393,7 +414,8 @@ def main() -> int:
                 print(f"[{(time.monotonic() - t0) / 60:5.1f} min] {seg.index} {seg.fault} ({seg.duration_s:.0f} s):"
                       f" exit {seg.exit_status}, damping {dmp}, ticks {seg.ticks}, missed out/in "
                       f"{seg.missed_out}/{seg.missed_in}, dropped {seg.dropped_records}, gaps {seg.tick_gaps}, "
-                      f"unflushed {seg.unflushed} {seg.problem} {'; '.join(seg.replaced)}", flush=True)
+                      f"unflushed {seg.unflushed} {seg.problem} {'; '.join(seg.replaced)}"
+                      + "".join(f"\n    {why}" for why in seg.late_ticks), flush=True)
         finally:
             sampler.done.set()
             if bench.bridge is not None:

@@ -41,7 +41,7 @@ import numpy as np
 from robot_rl.control.deploy_loop import CommandStep, RunRecord, run_loop
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.core.errors import RobotRLError
-from robot_rl.core.loop_timing import fifo_scheduling
+from robot_rl.core.loop_timing import fifo_scheduling, gc_paused
 from robot_rl.core.types import RobotInterface
 from robot_rl.core.validate import in_range, positive
 from robot_rl.robots.spec import RobotSpec
@@ -165,8 +165,10 @@ def run_deployment(runtime: DeployRuntime, robot: RobotInterface, duration_s: fl
     origin: list[float] = []  # perf_counter at the first tick ≈ that tick's deadline (the runtime's `now`)
     changes_before = len(runtime.mode_changes)
     # The run's last tick (run_loop runs round(duration / period) ticks) already sends damping, and so does
-    # the tick after a stop request: the pause before the damping loop's first tick (it collects garbage
-    # first) then holds damping, never a policy target.
+    # the tick after a stop request: the pause before the damping loop's first tick then holds damping,
+    # never a policy target. Garbage is collected once, before arming (gc_paused around both loops): a
+    # second full collection between the loops held the GIL for 20–27 ms and stalled every thread, the
+    # DDS re-publish thread included (benchmarks/results/RESULTS_deploy_soak.md).
     last_tick = max(1, round(duration_s / runtime.spec.timing.policy_period_s)) - 1
     damping_sent = threading.Event()
 
@@ -183,17 +185,18 @@ def run_deployment(runtime: DeployRuntime, robot: RobotInterface, duration_s: fl
     record: RunRecord | None = None
     interrupted = stop_requested.is_set()
     try:
-        try:
-            if not interrupted:
-                record = run_loop(runtime, robot, duration_s, realtime=True, arm=True, on_tick=on_tick,
-                                  commands=[CommandStep(0.0, values)] if values else (),
-                                  fifo_priority=fifo_priority, log=log)
-        except _StopRequested:
-            interrupted = True
-        finally:  # every way out of the run, an error included, ends in damping
-            runtime.stop()
-            damping = run_loop(runtime, robot, damping_s, realtime=True, arm=False, fifo_priority=fifo_priority,
-                               log=log)
+        with gc_paused():
+            try:
+                if not interrupted:
+                    record = run_loop(runtime, robot, duration_s, realtime=True, arm=True, on_tick=on_tick,
+                                      commands=[CommandStep(0.0, values)] if values else (),
+                                      fifo_priority=fifo_priority, log=log)
+            except _StopRequested:
+                interrupted = True
+            finally:  # every way out of the run, an error included, ends in damping
+                runtime.stop()
+                damping = run_loop(runtime, robot, damping_s, realtime=True, arm=False,
+                                   fifo_priority=fifo_priority, log=log)
     finally:
         if log is not None:
             log.close()
@@ -231,6 +234,8 @@ def format_summary(result: DeployResult) -> str:
         lines.append(f"loop: {timing['ticks']} ticks at {1 / timing['period_nominal_s']:g} Hz, "
                      f"{timing['missed_deadlines']} missed deadlines (most in a row: "
                      f"{timing['max_consecutive_overruns']})")
+        if timing.get("slowest_ticks"):
+            lines.append(f"slowest tick: {timing['slowest_ticks'][0].describe()}")
     else:
         lines.append("loop timing: not kept for an interrupted run" + (" (see the log)" if result.log_path else ""))
     if result.log_path is not None:

@@ -29,6 +29,7 @@ import numpy as np
 from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
+from robot_rl.core.tick_trace import TickTrace
 from robot_rl.core.types import JointCommand, RobotInterface, RobotState
 from robot_rl.safety import missed_deadlines
 
@@ -88,16 +89,15 @@ def _command_at(schedule: Sequence[CommandStep], t: float, default: np.ndarray) 
     return value
 
 
-def _log_tick(log: DeployLogWriter, k: int, state: RobotState, result: StepResult, sent: JointCommand,
-              now: float | None, lateness: float, wake: float, missed: int) -> None:
-    """Queue one tick for the deploy log (after the write: the command is not held up by logging)."""
+def _log_tick(log: DeployLogWriter, state: RobotState, result: StepResult, sent: JointCommand,
+              now: float | None) -> None:
+    """Queue one tick's records for the deploy log (after the write: the command is not held up by logging);
+    its timing record is queued after the tick's trace ended."""
     log.log_state(state)
     log.log_command(result.proposed, sent=False, t=now)
     log.log_command(sent, sent=True, t=now)
     for event in result.events:
         log.log_event(event, t=now)
-    work = time.perf_counter() - wake if now is not None else float("nan")
-    log.log_timing(k, lateness, work, missed, t=now)
 
 
 def run_loop(
@@ -153,6 +153,7 @@ def run_loop(
             missed, lateness, wake = 0, float("nan"), 0.0
             if loop is not None:
                 tick = loop.wait_next()
+                trace.begin(tick.deadline, tick.wake)
                 missed, lateness, wake = tick.missed, tick.lateness, tick.wake
                 now = tick.deadline
                 t = now - loop.deadline(0)
@@ -166,6 +167,8 @@ def run_loop(
             if n_cmd:
                 runtime.set_command(_command_at(commands, t, zero_command))
             state = robot.read()
+            if loop is not None:
+                trace.mark()  # read
             result = runtime.step(state, now, missed_deadlines=missed)
             if loop is not None:
                 late = time.perf_counter() - now  # the loop's clock; `now` is this tick's deadline
@@ -174,9 +177,13 @@ def run_loop(
             if release_gantry is not None and result.mode is ControllerMode.RUNNING:
                 release_gantry()
                 release_gantry = None
+            if loop is not None:
+                trace.mark()  # step
             sent = robot.write(result.command)
+            if loop is not None:
+                trace.mark()  # write
             if log is not None:
-                _log_tick(log, k, state, result, sent, now if loop is not None else None, lateness, wake, missed)
+                _log_tick(log, state, result, sent, now if loop is not None else None)
 
             rec.t[k] = t
             rec.mode[k] = result.mode.value
@@ -193,11 +200,21 @@ def run_loop(
             for event in result.events:
                 rec.events.append((t, str(event)))
             rec.ticks = k + 1
+            if loop is not None:
+                trace.mark()  # record: the arrays above and the log queue
+            if log is not None:
+                work = time.perf_counter() - wake if loop is not None else float("nan")
+                log.log_timing(k, lateness, work, missed, t=now if loop is not None else None,
+                               trace=trace.row() if loop is not None else None)
 
     if loop is not None:
-        with loop.realtime(fifo_priority=fifo_priority):
-            body()
-        rec.timing = loop.stats.summary()
+        trace = TickTrace()
+        try:
+            with loop.realtime(fifo_priority=fifo_priority):
+                body()
+        finally:
+            trace.close()
+        rec.timing = loop.stats.summary() | {"slowest_ticks": trace.slowest()}
     else:
         body()
     rec.wall_time_s = time.perf_counter() - t0_wall

@@ -16,6 +16,9 @@ Why each piece exists (the loop's timings: benchmarks/results/RESULTS_loop_timin
   survives (so later collections never walk it) and disables the collector until the loop ends.
 - Under CPU load, spinning without real-time priority degrades badly; SCHED_FIFO restores it.
   :func:`realtime_scheduling` asks for it and reports whether it was granted instead of failing.
+- Other Python threads of the process (a log writer, a DDS re-publish thread) hold the GIL when the loop
+  wakes; Python makes a waiting thread wait its switch interval (5 ms) before the holder must let go.
+  :func:`realtime_context` lowers it to :data:`REALTIME_SWITCH_INTERVAL_S` for the loop.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import gc
 import math
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Collection, Iterator
@@ -32,6 +36,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 DEFAULT_SPIN_S = 250e-6
+# While a loop runs: how long the loop's thread, wanting the GIL back (after its sleep, or a call that
+# released it), waits before it makes the thread holding it let go. Python's default is 5 ms, and a
+# deploy's log writer or DDS re-publish thread is often running Python when the loop wakes: wakes up to
+# ≈ 6 ms late in the deploy soak ("wake: blocked" in the tick trace), 5.4 ms at p50 in
+# benchmarks/results/RESULTS_deploy_soak.md's GIL measurement against 1.0 ms at 0.5 ms.
+REALTIME_SWITCH_INTERVAL_S = 0.5e-3
 DEFAULT_STATS_CAPACITY = 1 << 16  # ≈ 22 min of history at 50 Hz, 2 min at 500 Hz
 _PERCENTILES = (50.0, 99.0, 99.9)
 
@@ -233,8 +243,16 @@ def gc_paused() -> Iterator[int]:
 
     Yields the number of objects frozen. While paused, reference cycles created inside the loop are
     never freed, so loop code must not create cycles (plain arrays, dataclasses and dicts don't).
+
+    A collector that is already disabled is left alone: no collection, nothing frozen (yields 0). An
+    outer pause around several loops therefore collects once: a deploy's full collection (≈ 20–27 ms for
+    its torch/onnxruntime/DDS heap) holds the GIL, and between its run and its damping loop it would
+    stall every thread of the process, the 500 Hz DDS re-publish thread included
+    (benchmarks/results/RESULTS_deploy_soak.md).
     """
-    was_enabled = gc.isenabled()
+    if not gc.isenabled():
+        yield 0
+        return
     frozen_before = gc.get_freeze_count()
     gc.collect()
     gc.freeze()
@@ -246,8 +264,7 @@ def gc_paused() -> Iterator[int]:
         # leave the permanent generation alone rather than undo their freeze.
         if frozen_before == 0:
             gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+        gc.enable()
 
 
 @dataclass(frozen=True)
@@ -326,7 +343,8 @@ def _try_affinity(cpus: Collection[int]) -> tuple[bool, str, Callable[[], None] 
 def realtime_context(
     *, fifo_priority: int | None = None, cpus: Collection[int] | None = None
 ) -> Iterator[RealtimeReport]:
-    """Pause GC and, when asked, run the calling thread under SCHED_FIFO and/or pinned to ``cpus``.
+    """Pause GC, shorten the GIL switch interval and, when asked, run the calling thread under SCHED_FIFO
+    and/or pinned to ``cpus``.
 
     Scheduling requests that the OS refuses are reported in the yielded :class:`RealtimeReport`, never
     raised; an out-of-range priority is a caller error and raises ``ValueError``. On Linux both settings
@@ -334,6 +352,9 @@ def realtime_context(
     keeps a runaway FIFO loop from locking the machine.
     """
     restores: list[Callable[[], None]] = []
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch_interval, REALTIME_SWITCH_INTERVAL_S))
+    restores.append(lambda: sys.setswitchinterval(switch_interval))
     fifo_applied, fifo_detail = False, "not requested"
     affinity_applied, affinity_detail = False, "not requested"
     try:

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.errors import RobotRLError
+from robot_rl.core.tick_trace import TickBreakdown, decode
 from robot_rl.core.types import JointCommand, RobotState
 
 try:
@@ -68,6 +69,7 @@ STATE, PROPOSED, SENT, EVENTS, TIMING = ("/robot/state", "/robot/command_propose
                                          "/safety/events", "/loop/timing")
 METADATA_NAME = "robot_rl.deploy_log"
 DEFAULT_QUEUE_CAPACITY = 1 << 16  # ≈ 20 s of 500 Hz state + command + timing records
+SLOW_TICKS = 5  # the slowest ticks summarize_log explains
 DEFAULT_FLUSH_S = 0.5  # longest a record waits in memory (plus the queue's backlog) before it is in the file
 
 _NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
@@ -88,7 +90,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "joints": {"type": "array", "items": {"type": "integer"}}}},
     TIMING: {"type": "object", "title": "robot_rl/LoopTiming", "properties": {
         "t": _TIME, "tick": {"type": "integer"}, "lateness_s": {"type": ["number", "null"]},
-        "work_s": {"type": ["number", "null"]}, "missed": {"type": "integer"}}},
+        "work_s": {"type": ["number", "null"]}, "missed": {"type": "integer"},
+        "trace": {"type": "object", "description": "robot_rl.core.tick_trace.TickBreakdown.as_dict(): wall time "
+                  "of each phase (read, step, write, record), and for the work (wake → end) and the wait before "
+                  "it: [wall s, CPU s, run-queue s, voluntary switches, involuntary switches, page faults] of the "
+                  "loop's thread", "properties": {
+                      "lateness_s": {"type": ["number", "null"]}, "phases_s": _NUMBERS, "work": _NUMBERS,
+                      "wait": _NUMBERS}}}},
 }
 TOPICS = tuple(SCHEMAS)
 
@@ -188,10 +196,11 @@ class DeployLogWriter:
         return self._put(EVENTS, (time.monotonic() if t is None else t, *fields))
 
     def log_timing(self, tick: int, lateness_s: float, work_s: float, missed: int = 0,
-                   t: float | None = None) -> bool:
-        """Queue one control tick's timing (``RateLoop``'s ``Tick`` fields and the work time)."""
+                   t: float | None = None, trace: np.ndarray | None = None) -> bool:
+        """Queue one control tick's timing (``RateLoop``'s ``Tick`` fields and the work time); ``trace``: the
+        tick's :meth:`robot_rl.core.tick_trace.TickTrace.row` (a copy the caller does not keep)."""
         return self._put(TIMING, (time.monotonic() if t is None else t, int(tick), float(lateness_s),
-                                  float(work_s), int(missed)))
+                                  float(work_s), int(missed), trace))
 
     # --- writer thread -------------------------------------------------------------------------------
 
@@ -205,7 +214,10 @@ class DeployLogWriter:
             return {"t": p[0], **{k: _floats(v) for k, v in zip(keys, p[1:], strict=True)}}
         if topic == EVENTS:
             return {"t": p[0], "filter": p[1], "fault": p[2], "detail": p[3], "joints": list(p[4])}
-        return {"t": p[0], "tick": p[1], "lateness_s": _scalar(p[2]), "work_s": _scalar(p[3]), "missed": p[4]}
+        timing = {"t": p[0], "tick": p[1], "lateness_s": _scalar(p[2]), "work_s": _scalar(p[3]), "missed": p[4]}
+        if p[5] is not None:
+            timing["trace"] = decode(p[5]).as_dict()
+        return timing
 
     def _drain(self) -> int:
         count = 0
@@ -374,6 +386,7 @@ def summarize_log(path: str | Path) -> dict[str, Any]:
     by_filter: Counter[str] = Counter()
     faults, examples = 0, []
     lateness, work, missed = [], [], 0
+    slow: list[tuple[float, int, float, dict]] = []  # (past deadline s, tick, t, trace): the slowest traced ticks
     for record in scan:
         counts[record.topic] += 1
         first = record.log_time_ns if first is None else min(first, record.log_time_ns)
@@ -390,6 +403,10 @@ def summarize_log(path: str | Path) -> dict[str, Any]:
             if d["work_s"] is not None:
                 work.append(d["work_s"])
             missed += d["missed"]
+            if d.get("trace") is not None and d["lateness_s"] is not None and d["work_s"] is not None:
+                slow.append((d["lateness_s"] + d["work_s"], d["tick"], d["t"], d["trace"]))
+                if len(slow) > 2 * SLOW_TICKS:
+                    slow = sorted(slow, reverse=True)[:SLOW_TICKS]
     meta = scan.metadata  # empty when not finished: the counters are written by close()
     return {
         "file": str(path),
@@ -399,7 +416,11 @@ def summarize_log(path: str | Path) -> dict[str, Any]:
         "safety_events": {"total": sum(by_filter.values()), "faults": faults, "by_filter": dict(by_filter),
                           "first": examples},
         "timing": {"ticks": len(lateness), "missed_deadlines": missed, "lateness_s": _percentiles(lateness),
-                   "work_s": _percentiles(work)},
+                   "work_s": _percentiles(work),
+                   "slowest_ticks": [{"tick": tick, "t": t, "past_deadline_s": past,
+                                      "cause": (b := TickBreakdown.from_dict(tr, t)).cause(),
+                                      "describe": b.describe()}
+                                     for past, tick, t, tr in sorted(slow, reverse=True)[:SLOW_TICKS]]},
         "dropped_records": int(meta["dropped_records"]) if "dropped_records" in meta else None,
         "closed_cleanly": bool(meta),
         "truncated": not scan.complete,
@@ -445,6 +466,8 @@ def log_summarize(file: str, /) -> int:
         table.add_row(name.removesuffix("_s"), *("-" if row[k] is None else f"{1e3 * row[k]:.3f}"
                                                  for k in ("p50", "p99", "max")))
     console.print(table)
+    for slow in timing["slowest_ticks"]:
+        console.print(f"  slow tick {slow['tick']}: {slow['describe']}", markup=False)
     events = summary["safety_events"]
     console.print(f"safety events: {events['total']} ({events['faults']} faults) "
                   + ", ".join(f"{k}: {v}" for k, v in sorted(events["by_filter"].items())))

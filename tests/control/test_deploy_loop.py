@@ -102,3 +102,8 @@ def test_a_tick_stalled_past_the_overrun_limit_sends_damping_not_its_policy_comm
     assert diag["safety"]["faults"] == {OVERRUN: 1}
     # The stall's deadlines are counted once, by the next tick's wait (about 25 of them).
     assert 20 <= diag["safety"]["missed_deadlines"] <= 40 and rec.timing["missed_deadlines"] >= 20
+    # The tick trace pins the stall on the phase it happened in (on_tick runs in the read phase) and on why:
+    # the loop's thread was blocked (asleep), not computing.
+    slowest = rec.timing["slowest_ticks"][0]
+    assert slowest.phases_s[0] >= 0.9 * STALL_S and slowest.past_deadline_s >= 0.9 * STALL_S
+    assert slowest.cause() == "read: blocked", slowest.describe()

@@ -2,6 +2,7 @@ import gc
 import itertools
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -269,3 +270,34 @@ def test_fifo_scheduling_applies_for_the_block_and_restores_or_says_why_not():
     assert os.sched_getscheduler(0) == before
     with pytest.raises(ValueError, match="fifo_priority"), fifo_scheduling(1000):
         pass
+
+
+def test_nested_gc_pauses_collect_once():
+    """An outer pause around several loops (a deploy's run and its damping) collects once, before the first."""
+    seen: list[int] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        with gc_paused() as outer:
+            assert seen == [2] and outer > 0
+            with gc_paused() as inner:
+                assert inner == 0 and not gc.isenabled()
+            assert not gc.isenabled() and seen == [2]
+            with realtime_context() as report:
+                assert report.gc_frozen_objects == 0
+        assert gc.isenabled() and seen == [2]
+    finally:
+        gc.callbacks.remove(note)
+
+
+def test_realtime_context_shortens_the_gil_switch_interval_and_restores_it():
+    from robot_rl.core.loop_timing import REALTIME_SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    with realtime_context():
+        assert sys.getswitchinterval() == pytest.approx(min(before, REALTIME_SWITCH_INTERVAL_S))
+    assert sys.getswitchinterval() == before

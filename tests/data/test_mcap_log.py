@@ -286,3 +286,30 @@ def test_a_log_cut_before_its_first_chunk_is_not_an_empty_clean_run(tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith(f"warning: {cut}: truncated: the file ends mid-record after byte ")
     assert "recovered 0 records" in err
+
+
+def test_traced_ticks_are_logged_and_the_slowest_explained(tmp_path, capsys) -> None:
+    """The loop's tick trace goes into each timing record; the summary names the slowest ticks and why."""
+    from robot_rl.core.tick_trace import PHASES, TickTrace
+
+    path = tmp_path / "run.mcap"
+    trace = TickTrace()
+    with DeployLogWriter(path) as log:
+        for k in range(40):
+            wake = time.perf_counter()
+            trace.begin(wake, wake)
+            for phase in PHASES:
+                if k == 25 and phase == "write":
+                    time.sleep(0.03)  # a write that blocks
+                trace.mark()
+            log.log_timing(k, 0.0, time.perf_counter() - wake, t=wake, trace=trace.row())
+        log.log_timing(40, 0.0, 1e-4)  # an untraced record (a loop without a trace) still reads
+    timing = [r.data for r in read_log(path, (TIMING,))]
+    assert len(timing) == 41 and "trace" not in timing[-1]
+    assert len(timing[3]["trace"]["phases_s"]) == len(PHASES) and len(timing[3]["trace"]["work"]) == 6
+    assert timing[25]["trace"]["phases_s"][PHASES.index("write")] >= 0.03
+    slowest = summarize_log(path)["timing"]["slowest_ticks"]
+    assert slowest[0]["tick"] == 25 and slowest[0]["cause"] == "write: blocked"
+    assert slowest[0]["past_deadline_s"] >= 0.03
+    assert log_summarize(str(path)) == 0
+    assert "slow tick 25:" in capsys.readouterr().out
