@@ -81,7 +81,10 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
     infos = {**checkpoint_info(task, spec), "algorithm": ALGORITHM, "seed": args.seed, "num_envs": n,
              "randomize": args.randomize, "randomization_overrides": list(args.dr), "backend": args.backend,
              "actor_hidden_dims": list(cfg.actor_hidden), "activation": "relu"}
-    for note in getattr(env.env, "notes", ()):  # what the backend does differently from the task's settings
+    notes = getattr(env.env, "notes", ())  # what the backend does differently from the task's settings
+    if notes:  # recorded as PPO's runs record them
+        infos["backend_notes"] = list(notes)
+    for note in notes:
         bar.write(f"note: {note}")
     first, env_steps = 0, 0
     if resume is not None:

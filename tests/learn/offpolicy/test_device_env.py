@@ -52,7 +52,7 @@ def test_fasttd3_trains_on_the_warp_backend_with_its_replay_on_the_device(tmp_pa
                             max_iterations=12, log_dir=tmp_path, seed=1, progress=False, torch_threads=1))
     info = read_checkpoint_info(final)
     assert final.name == "model_11.pt" and info["algorithm"] == "fasttd3" and info["backend"] == "warp"
-    assert info["env_steps"] == 12 * N
+    assert info["env_steps"] == 12 * N and "elliptic" in info["backend_notes"][0]  # a1-flat's one-cone note
     data = torch.load(final, weights_only=False)  # written with CPU tensors: it loads without the device
     assert data["updates"] == 2 * 2
     assert all(t.device.type == "cpu" for t in data["actor_state_dict"].values())
