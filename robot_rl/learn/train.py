@@ -181,10 +181,10 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     if args.resume is not None:
         info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
         check_algorithm(info, args.algo, args.resume)
-    offpolicy = None  # FastTD3's settings (a PPO-only flag, another backend or several ranks fail here)
+    offpolicy = None  # FastTD3's settings (a PPO-only flag or several ranks fail here)
     if args.algo == "fasttd3":
-        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, backend=args.backend,
-                                     world_size=rank.world_size)
+        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env,
+                                     device=args.device, world_size=rank.world_size)
     seed = args.seed + rank.rank  # every rank its own envs' draws
     seed_everything(seed)
     set_torch_threads(args.torch_threads)

@@ -19,6 +19,12 @@ compile / amp    on (bf16)     off         torch.compile costs minutes on 2 core
                                            than float32 on a CPU without AMX
 ===============  ============  ==========  =====================================================================
 
+On a GPU (``--backend warp --device cuda:N``) a fresh run takes the recipe's sizes instead (``for_device``):
+1024 envs, batch 32768, critics 1024-512-256, 10240 transitions per env (≈ 8 GB of replay on the device). The
+actor stays 128-64-32, the deployed network PPO's A1 policy has, so the two algorithms' policies are the same
+size at the gate. Checkpoints are saved every 1000 iterations there (an iteration is milliseconds on a GPU: 250
+would write a few hundred checkpoints in a short race).
+
 Even so the updates take most of an iteration on this machine (``profile.json`` of every run; the numbers:
 ``benchmarks/results/RESULTS_offpolicy_race.md``).
 """
@@ -73,3 +79,11 @@ class FastTD3Cfg:
         if not 0.0 <= self.std_min <= self.std_max or self.action_bound <= 0:
             raise ValueError(f"fasttd3 needs 0 ≤ std_min ≤ std_max and a positive action_bound, got "
                              f"{self.std_min}, {self.std_max}, {self.action_bound}")
+
+    @classmethod
+    def for_device(cls, device: str) -> FastTD3Cfg:
+        """The defaults for a learner on ``device``: the CPU sizes above, or the recipe's GPU sizes on cuda."""
+        if not device.startswith("cuda"):
+            return cls()
+        return cls(num_envs=1024, batch_size=32768, buffer_per_env=10240, critic_hidden=(1024, 512, 256),
+                   save_interval=1000)

@@ -13,7 +13,7 @@ import torch
 from robot_rl.evaluation.sim2sim import policy_gate
 from robot_rl.learn.export_checkpoint import export_checkpoint
 from robot_rl.learn.offpolicy.fasttd3 import inference_policy
-from robot_rl.learn.offpolicy.train_loop import check_algorithm
+from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_settings
 from robot_rl.learn.play import PlayArgs, play
 from robot_rl.learn.ppo import CheckpointError, read_checkpoint_info
 from robot_rl.learn.train import TrainArgs, train
@@ -108,10 +108,18 @@ def test_a_wall_clock_budget_stops_and_saves(tmp_path):
 def test_ppo_only_flags_and_another_algorithms_checkpoint_are_refused(checkpoint, tmp_path):
     with pytest.raises(ConfigError, match="num-steps-per-env"):
         train(TrainArgs(log_dir=tmp_path, num_steps_per_env=8, **TINY))
-    with pytest.raises(ConfigError, match="--backend: fasttd3 runs on the CPU backend"):
-        train(TrainArgs(log_dir=tmp_path, backend="warp", **TINY))
+    with pytest.raises(ConfigError, match="torchrun: fasttd3 runs in one process"):
+        fasttd3_settings(4, 12, None, world_size=2)
     with pytest.raises(CheckpointError, match="trained with fasttd3, not ppo; pass --algo fasttd3"):
         train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "algo": "ppo"}))
     assert not any(tmp_path.iterdir())  # refused before writing anything
     with pytest.raises(CheckpointError, match="trained with ppo, not fasttd3"):
         check_algorithm({"task": "a1-flat"}, "fasttd3", checkpoint)  # PPO checkpoints record no algorithm
+
+
+def test_a_gpu_learner_takes_the_recipes_gpu_sizes_and_the_command_lines_envs():
+    cpu, gpu = fasttd3_settings(None, None, None), fasttd3_settings(None, None, None, device="cuda:0")
+    assert (cpu.num_envs, cpu.batch_size, cpu.critic_hidden) == (128, 2048, (256, 128, 64))
+    assert (gpu.num_envs, gpu.batch_size, gpu.critic_hidden) == (1024, 32768, (1024, 512, 256))
+    assert gpu.actor_hidden == cpu.actor_hidden  # the deployed policy is the same size on either
+    assert fasttd3_settings(4096, 10, None, device="cuda").num_envs == 4096
