@@ -24,6 +24,10 @@ its ``buffer.npz`` (sampled at ``prior_fraction`` of every batch, as RLPD does w
 start (``robot-rl finetune calibrated``) is the preset for a sim-first run; how each start compares with learning
 from scratch: ``benchmarks/results/RESULTS_residual.md`` and ``RESULTS_residual_calibrated.md``.
 
+A policy imported from another trainer (``robot-rl import-policy``) runs as deploy runs it: :func:`load_base` takes
+its observation, action decoding and recurrent state from its contract, the task of its provenance gives the rest
+(commands, rewards, terminations, episodes, the robot); see docs/residual_finetuning.md, "A policy trained elsewhere".
+
 Every setting is one :class:`~robot_rl.learn.residual.settings.FinetuneCfg` (the command line's, a preset's,
 a benchmark's); :func:`run_finetune` runs it.
 """
