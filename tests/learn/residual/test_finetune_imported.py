@@ -116,7 +116,8 @@ def test_a_zero_residual_commands_what_deploy_does_and_episodes_reset_the_recurr
             if ticks and "state" not in ticks[-1]:  # this runtime step ran the policy
                 ticks[-1].update(state=copy.deepcopy(state), command=controller.last_command.copy(),
                                  first=controller.ticks == 1, obs=controller.last_obs.copy(),
-                                 raw=controller.last_raw_action.copy(), active=policy.residual_active)
+                                 raw=controller.last_raw_action.copy(), active=policy.residual_active,
+                                 hung=sim.gantry_engaged)
 
         def new_segment(self):
             pass
@@ -137,6 +138,9 @@ def test_a_zero_residual_commands_what_deploy_does_and_episodes_reset_the_recurr
         assert all(not s.any() for s in ticks[i]["before"]), i
     # … though the first left it far from zero (the LSTM, the gait clock, the previous action)
     assert any(np.abs(s).max() > 1e-3 for s in ticks[starts[1] - 1]["before"])
+    # The G1 ramps on its gantry, hung back before every ramp, and is lowered once the policy drives; a Go2 has none.
+    hangs = robot == "g1"
+    assert [t["hung"] for t in ticks] == [hangs and t["first"] for t in ticks]
 
     # The deploy loader's controller, on the same states and commands, reset where deploy arms: the same observation
     # and the same action (the residual's zero added).
