@@ -112,7 +112,7 @@ class DeployRuntime:
 
         Raises ConfigError (spec), PolicyLoadError (file) or ContractMismatch, each with a clear message.
         """
-        from robot_rl.policy.contract import PolicyContract, action_for_policy, layout_for_policy
+        from robot_rl.policy.contract import expected_for_task
         from robot_rl.policy.onnx_policy import load_policy, read_contract
         from robot_rl.tasks.registry import make_task
 
@@ -121,10 +121,8 @@ class DeployRuntime:
         task_cfg = make_task(task or found.provenance.task)
         if task_cfg.robot != spec.name:
             raise ValueError(f"task {task_cfg.name!r} is for robot {task_cfg.robot!r}, not {spec.name!r}")
-        layout = layout_for_policy(task_cfg.actor_obs, found)  # a composed residual's longer history
-        action = action_for_policy(task_cfg.action, found)  # an imported policy's own scale and clip
-        expected = PolicyContract.expected_from(spec, layout, task_cfg.commands, action)
-        policy = load_policy(policy_path, expected)
+        # A composed residual's longer history, an imported policy's own observation, scale and clip.
+        policy = load_policy(policy_path, expected_for_task(found, spec, task_cfg))
         return cls(spec, PolicyController.for_task(task_cfg, spec, policy), **kwargs)
 
     # -- operator requests (thread-safe) ---------------------------------------------------------------

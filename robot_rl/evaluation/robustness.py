@@ -280,16 +280,14 @@ def _loaded(policy: str, robot: str | None = None):
     per process: reading the robot's YAML and opening the ONNX
     session cost more than a short run. The policy is feed-forward (its buffers are scratch), so runs in
     sequence share it; each run gets a fresh controller and runtime."""
-    from robot_rl.policy.contract import PolicyContract, action_for_policy, layout_for_policy
+    from robot_rl.policy.contract import expected_for_task
     from robot_rl.policy.onnx_policy import load_policy, read_contract
     from robot_rl.robots.spec import load_robot
     from robot_rl.tasks.registry import make_task
 
     found = read_contract(policy)
     task, spec = make_task(found.provenance.task), load_robot(robot or found.robot)
-    expected = PolicyContract.expected_from(spec, layout_for_policy(task.actor_obs, found), task.commands,
-                                            action_for_policy(task.action, found))  # an imported policy's own
-    return task, spec, load_policy(policy, expected)
+    return task, spec, load_policy(policy, expected_for_task(found, spec, task))  # an imported policy's own
 
 
 def run_condition(policy: str, c: Condition, seed: int, config: GateConfig, robot: str | None = None) -> RunOutcome:

@@ -451,6 +451,14 @@ def action_for_policy(action: JointPositionAction, contract: PolicyContract) -> 
     return action
 
 
+def expected_for_task(found: PolicyContract, spec: RobotSpec, task: TaskCfg) -> PolicyContract:
+    """What a file whose own contract is ``found`` must match to run on ``task`` and ``spec``: the task's commands and
+    every robot fact, with the observation and action decoding as the file takes them (:func:`layout_for_policy`,
+    :func:`action_for_policy`). Deploy, the gate and fine-tuning load a policy against this one contract."""
+    return PolicyContract.expected_from(spec, layout_for_policy(task.actor_obs, found), task.commands,
+                                        action_for_policy(task.action, found))
+
+
 def contract_for_task(
     task: TaskCfg, spec: RobotSpec | None = None, provenance: Provenance | None = None,
     chunk: ChunkContract | None = None,

@@ -7,9 +7,14 @@
 :class:`ResidualPolicy` has the base policy's contract and ``act(obs) -> raw action``, so
 :class:`~robot_rl.control.controller.PolicyController` decodes the *sum* (clip, scale, default pose) and the
 runtime's safety chain checks and limits it like any policy output: the residual is always upstream of the
-safety chain, and the observation's ``last_action`` term sees the action the robot was actually sent.
+safety chain, and the observation's ``last_action`` term sees the action the robot was actually sent (an imported
+policy that carries its previous action as recurrent state, :func:`robot_rl.policy.importers.build.state_names`,
+sees its own previous output instead: the same in fine-tuning and in the composed file). A recurrent base's state is
+the base's own (:meth:`OnnxPolicy.reset <robot_rl.policy.onnx_policy.OnnxPolicy.reset>` at every arm, through
+:meth:`ResidualPolicy.reset`); the residual observes the contract's observation and the base's action, not that state.
 
-Bound: α = ``fraction`` × the contract's action clip, per joint, in raw action units. It holds whatever the
+Bound: α = ``fraction`` × the contract's action clip (an imported policy: see :func:`residual_bound`), per joint,
+in raw action units. It holds whatever the
 residual network outputs — huge, ±inf or NaN weights included: tanh bounds finite values, a non-finite
 residual is replaced by 0 (the base alone) and counted.
 
@@ -33,13 +38,25 @@ import numpy as np
 from robot_rl.learn.residual.config import ResidualCfg
 from robot_rl.learn.residual.networks import NumpyActor
 from robot_rl.learn.residual.shared import LearnerStatus, WeightBoard
-from robot_rl.policy.contract import PolicyContract
+from robot_rl.policy.contract import IMPORTED_NOTE, PolicyContract
 from robot_rl.policy.onnx_policy import Policy
 
 
 def residual_bound(contract: PolicyContract, fraction: float) -> float:
-    """α in raw action units: ``fraction`` of the contract's action clip."""
-    return float(fraction) * float(contract.action.clip)
+    """α in raw action units: ``fraction`` of the contract's action clip.
+
+    A policy imported from another trainer (its contract's provenance says so) usually has no clip that binds:
+    rl_sar's ±100, Unitree's none (the contract then holds a huge one), so a fraction of it would let the residual
+    throw the joints anywhere. Its α is the joint-space bound a policy trained here on the same task gets:
+    ``fraction`` × the task's clip × the task's scale (rad), in the file's raw units (÷ its scale), and never
+    more than ``fraction`` of the file's own clip."""
+    if IMPORTED_NOTE not in contract.provenance.notes or not contract.provenance.task:
+        return float(fraction) * float(contract.action.clip)
+    from robot_rl.tasks.registry import make_task
+
+    task_action = make_task(contract.provenance.task).action
+    joint_range = float(task_action.clip) * float(task_action.scale) / float(contract.action.scale)
+    return float(fraction) * min(float(contract.action.clip), joint_range)
 
 
 class ResidualPolicy:
@@ -121,6 +138,13 @@ class ResidualPolicy:
         self.stats["sync_max_s"] = max(self.stats["sync_max_s"], dt)
 
     # -- Policy ------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """The controller calls it whenever the policy starts driving (every arm, so every episode): the base's
+        recurrent state, if it has one, starts from zero as in deploy and as the base was trained."""
+        reset_base = getattr(self.base, "reset", None)
+        if reset_base is not None:
+            reset_base()
+
     def act(self, obs: np.ndarray) -> np.ndarray:
         base = self.base.act(obs)
         self.state[: self.contract.obs_dim] = obs[0]

@@ -37,6 +37,7 @@ from robot_rl.control.runtime import DeployRuntime, StepResult
 from robot_rl.control.state_machine import ControllerMode
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, ObjectSensor, RobotInterface, RobotState
+from robot_rl.hardware.gantry import needs_gantry
 from robot_rl.hardware.sim_robot import SimScene
 from robot_rl.learn.residual.actor import ResidualPolicy
 from robot_rl.learn.residual.interventions import NO_INPUT, InterventionSource
@@ -126,6 +127,9 @@ class EpisodeLoop:
         self.write, self.intervention, self.pace, self.recorder = write, intervention, pace, recorder
         self.codec = StepCodec(policy.state_dim, policy.action_dim)
         self.period = runtime.spec.timing.policy_period_s
+        # A simulated humanoid hangs from a gantry while it ramps (robot_rl.hardware.gantry); hardware and the DDS
+        # sim bridge lower theirs by themselves (a person; the bridge's release time).
+        self.hangs = needs_gantry(runtime.spec) and hasattr(robot, "release_gantry")
         self.loop = RateLoop(self.period) if realtime else None
         self.transitions_written = 0
         self.human = NO_INPUT
@@ -163,9 +167,10 @@ class EpisodeLoop:
         rt.stop()
         for _ in range(round(self.cfg.settle_s / self.period)):
             self._tick()
-        if self.reward.failed(self.robot.read()):
+        if self.hangs or self.reward.failed(self.robot.read()):
             # A fallen robot cannot ramp back up by itself: a person sets it on its feet (in a simulator,
-            # ``reposition``); without either, the next episode starts from wherever it lies.
+            # ``reposition``); without either, the next episode starts from wherever it lies. A humanoid cannot
+            # stand through a ramp at all: it is hung back on its gantry (a simulator's reposition re-engages it).
             reposition = getattr(self.robot, "reposition", None)
             if reposition is not None:
                 reposition()
@@ -180,6 +185,8 @@ class EpisodeLoop:
                 if rt.mode is not ControllerMode.RAMP:
                     break
             if rt.mode is ControllerMode.RUNNING:
+                if self.hangs:  # the policy balances it from this tick on: lowered as deploy's run_loop does
+                    self.robot.release_gantry()
                 return
             reposition = getattr(self.robot, "reposition", None)
             if reposition is not None and self.reward.failed(self.robot.read()):

@@ -24,6 +24,10 @@ its ``buffer.npz`` (sampled at ``prior_fraction`` of every batch, as RLPD does w
 start (``robot-rl finetune calibrated``) is the preset for a sim-first run; how each start compares with learning
 from scratch: ``benchmarks/results/RESULTS_residual.md`` and ``RESULTS_residual_calibrated.md``.
 
+A policy imported from another trainer (``robot-rl import-policy``) runs as deploy runs it: :func:`load_base` takes
+its observation, action decoding and recurrent state from its contract, the task of its provenance gives the rest
+(commands, rewards, terminations, episodes, the robot); see docs/residual_finetuning.md, "A policy trained elsewhere".
+
 Every setting is one :class:`~robot_rl.learn.residual.settings.FinetuneCfg` (the command line's, a preset's,
 a benchmark's); :func:`run_finetune` runs it.
 """
@@ -79,6 +83,30 @@ def policy_task(policy: str | Path):
     return make_task(read_contract(policy).provenance.task)
 
 
+def load_base(policy: str | Path, spec, task):
+    """The base policy, loaded as deploy loads it: against the task's commands and the robot's facts, with the
+    observation (terms, scales, clips, history layout), the action decoding and any recurrent state from the file's
+    own contract (an imported policy's are not the task's). The residual observes that observation and adds to
+    that raw action; :class:`~robot_rl.control.controller.PolicyController.for_task` builds and decodes them."""
+    from robot_rl.policy.contract import expected_for_task
+    from robot_rl.policy.onnx_policy import load_policy, read_contract
+
+    base = load_policy(policy, expected_for_task(read_contract(policy), spec, task))
+    if base.contract.chunk is not None:  # the residual adds to one action per tick, not to an ensembled chunk
+        raise ConfigError("--policy", str(policy), f"predicts action chunks ({base.contract.chunk.length} per tick):"
+                          " residual fine-tuning needs a base with one action per observation (train-bc --chunk 1)")
+    return base
+
+
+def runs_in_task_env(contract, spec, task) -> bool:
+    """Does a base with ``contract`` take the task's own observation and action (as the task's vectorized env,
+    where a calibrated start trains, feeds them), with no recurrent state (the env's batches start from zero)?"""
+    from robot_rl.policy.contract import PolicyContract, compare_contracts
+
+    native = PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action)
+    return contract.recurrent is None and not compare_contracts(contract, native)
+
+
 def make_robot(spec, interface: Interface, shift: RealityShift | None, domain_id: int | None,
                network_interface: str | None, scene=None):
     if interface == "sim":
@@ -121,8 +149,6 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
     from robot_rl.learn.residual.actor import ResidualPolicy
     from robot_rl.learn.residual.learner import ERROR_LOG, LearnerProcess
     from robot_rl.learn.residual.rewards import StateReward
-    from robot_rl.policy.contract import PolicyContract
-    from robot_rl.policy.onnx_policy import load_policy
     from robot_rl.robots.spec import load_robot
 
     run = cfg.run
@@ -139,10 +165,11 @@ def run_finetune(cfg: FinetuneCfg, *, export: bool = True, log: bool = True,
         raise ConfigError("--interface", interface, f"task {task.name!r} resets its scene (the cube) every episode "
                           "and reads the cube's position from the simulator: fine-tuning it runs on the in-process "
                           "sim only (on hardware it needs a perception source and a person resetting the cube)")
-    base = load_policy(policy, PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action))
-    if base.contract.chunk is not None:  # the residual adds to one action per tick, not to an ensembled chunk
-        raise ConfigError("--policy", policy, f"predicts action chunks ({base.contract.chunk.length} per tick): "
-                          "residual fine-tuning needs a base with one action per observation (train-bc --chunk 1)")
+    base = load_base(policy, spec, task)
+    if calibrated is not None and not runs_in_task_env(base.contract, spec, task):
+        raise ConfigError("--policy", policy, "its observation, action decoding or recurrent state is its own, not "
+                          f"task {task.name!r}'s: a calibrated start trains its sim residual in the task's vectorized "
+                          "env, which builds the task's observation; fine-tune it from scratch (no calibrated preset)")
     realtime = interface != "sim" if realtime is None else realtime
     if interface != "sim" and not realtime:
         raise ConfigError("realtime", "false", "a real robot (or the DDS bridge) runs in real time")
