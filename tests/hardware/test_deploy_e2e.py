@@ -222,7 +222,7 @@ def test_shipped_a1_policy_walks_forward_over_dds_and_logs_every_tick(start_brid
 
 def test_bridge_killed_mid_run_damps_within_the_stale_limit(start_bridge, bridge_status, domain) -> None:
     spec = load_robot("a1")
-    kill_at = SETTLED_S + spec.safety.ramp_duration_s + 1.0  # ≈ 1 s into holding the pose
+    kill_at = SETTLED_S + spec.safety.ramp_duration_s + 1.5  # ≈ 1 s into holding the pose, with the start-up margin
     bridge = start_bridge("--kill-at-s", f"{kill_at:g}")
     robot = TickWatch(_connect(spec, domain))
     try:
@@ -238,7 +238,9 @@ def test_bridge_killed_mid_run_damps_within_the_stale_limit(start_bridge, bridge
 
 def test_frozen_state_stream_damps_within_the_stale_limit(start_bridge, bridge_status, domain) -> None:
     spec = load_robot("a1")
-    freeze_at = SETTLED_S + spec.safety.ramp_duration_s + 0.5
+    # Bridge sim time: the deploy starts once a bridge status shows the robot settled, which can come late by a
+    # status period plus the deploy's start-up (policy load, arming), so the freeze leaves it 1.5 s to be running.
+    freeze_at = SETTLED_S + spec.safety.ramp_duration_s + 1.5
     start_bridge("--freeze-at-s", f"{freeze_at:g}")
     robot = TickWatch(_connect(spec, domain))
     try:
