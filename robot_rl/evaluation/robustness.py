@@ -278,8 +278,9 @@ def tracking_error(score) -> float:
 def _loaded(policy: str, robot: str | None = None):
     """(task, spec, policy) of ``policy`` on ``robot`` (a spec name or file; default: the contract's robot), once
     per process: reading the robot's YAML and opening the ONNX
-    session cost more than a short run. The policy is feed-forward (its buffers are scratch), so runs in
-    sequence share it; each run gets a fresh controller and runtime."""
+    session cost more than a short run. Runs in sequence share it: each run gets a fresh controller and
+    runtime (the observation history), and the controller zeroes a recurrent policy's state at every arm, so
+    no run starts from another's memory."""
     from robot_rl.policy.contract import expected_for_task
     from robot_rl.policy.onnx_policy import load_policy, read_contract
     from robot_rl.robots.spec import load_robot

@@ -94,6 +94,17 @@ def _settled(bridge_status, since: float = 0.0, commanded: bool = False):
     return status
 
 
+def _lying_still(robot, timeout_s: float = 3.0, still_rad_s: float = 0.05) -> np.ndarray:
+    """The measured pose once every joint moves slower than ``still_rad_s`` (a robot that has just fallen
+    over under damping still slides for a while), or the last pose read after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    state = robot.read()
+    while np.max(np.abs(state.dq)) > still_rad_s and time.monotonic() < deadline:
+        time.sleep(0.02)
+        state = robot.read()
+    return state.q.copy()
+
+
 def _first(rec: RunRecord, mode: str) -> int:
     assert mode in rec.mode, (f"mode {mode!r} never reached; modes: {_runs(rec.mode)}; "
                               f"faults: {rec.diagnostics['safety']['last_fault']}")
@@ -302,7 +313,7 @@ def test_restarted_robot_needs_reset_and_arm_and_ramps_again(start_bridge, bridg
         assert any("fault is latched" in text for text in runtime.refused), runtime.refused
 
         runtime.reset_fault()
-        q_measured = robot.read().q.copy()
+        q_measured = _lying_still(robot)
         rearmed = _run_realtime(runtime, robot, spec.safety.ramp_duration_s + 0.5, arm=True)
     finally:
         robot.close()
@@ -319,7 +330,9 @@ def test_restarted_robot_needs_reset_and_arm_and_ramps_again(start_bridge, bridg
         name = spec.joint_names[i]
         assert name in first_events, f"{name}: sent {rearmed.q_target_sent[0, i]}, measured {rearmed.q[0, i]}"
         assert abs(rearmed.q_target_sent[0, i] - rearmed.q[0, i]) < 0.01
-    np.testing.assert_allclose(rearmed.q[0], q_measured, atol=0.02)
+    # Not the pose from before the restart (the standing default), but the one the robot lies in now; a slow
+    # creep under damping between the two reads stays well inside this.
+    np.testing.assert_allclose(rearmed.q[0], q_measured, atol=0.05)
     np.testing.assert_allclose(rearmed.q_target_sent[-1], spec.default_positions, atol=1e-12)
 
 
