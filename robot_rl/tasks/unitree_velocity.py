@@ -26,8 +26,13 @@ GO2_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
                            ranges=((-1.0, 1.0), (-0.6, 0.6), (-1.0, 1.0)))
 
 
+# The A1 recipe's DR with half the envs (not a quarter) on the gate's stiff elliptic-cone contact: the Go2 trained
+# with a quarter learned a gait that loses half its forward speed there (RESULTS_training.md, go2-flat).
+GO2_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, stiff_contact_fraction=0.5)
+
+
 def go2_flat() -> TaskCfg:
-    """The A1 recipe on the Go2: its command ranges and its fall height."""
+    """The A1 recipe on the Go2: its command ranges, its fall height, and more envs on the stiff contact."""
     spec = load_robot("go2")
     return dataclasses.replace(
         a1_flat(),
@@ -35,6 +40,7 @@ def go2_flat() -> TaskCfg:
         robot="go2",
         description="Go2 velocity tracking on flat ground",
         commands=GO2_COMMANDS,
+        randomization=GO2_RANDOMIZATION,
         # The Go2's base is 0.32 m up at its default pose; 0.15 m is lying on its belly.
         terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.15,
                                      base_contact=True),
