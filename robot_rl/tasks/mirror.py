@@ -22,8 +22,7 @@ from robot_rl.robots.joint_mirror import AXIAL, REFLECT, JointMirror, MirrorErro
 from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.observations import ObservationLayout
 
-# Sign of each command component under the mirror: forward speed and a heading-free height keep theirs,
-# lateral speed and yaw rate change side.
+# Sign of each command component under the mirror: forward speed keeps it, lateral speed and yaw rate change side.
 COMMAND_SIGNS: dict[str, float] = {"lin_vel_x": 1.0, "lin_vel_y": -1.0, "ang_vel_z": -1.0}
 
 # One frame of a term: (permutation, sign) given the joint mirror and the command signs.
