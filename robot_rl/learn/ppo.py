@@ -178,6 +178,11 @@ class TaskRunner(OnPolicyRunner):
         cfg = train_cfg(ppo, run_name=task.name)
         if ppo.chain_projected_actor and actor is None:
             cfg["actor"] |= chain_projected_actor_entries(task, env.env.spec)
+        if ppo.symmetry_augmentation:
+            from robot_rl.learn.symmetry import symmetry_cfg
+
+            cfg["algorithm"]["symmetry_cfg"] = symmetry_cfg(task, env.env.spec, env.device)
+            self._provenance["symmetry_augmentation"] = True
         if actor is not None:
             cfg["actor"] = actor
             self._provenance |= {"actor": getattr(actor["class_name"], "__name__", str(actor["class_name"]))}

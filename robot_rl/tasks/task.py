@@ -18,6 +18,7 @@ from typing import Literal
 
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.mirror import check_mirrorable
 from robot_rl.tasks.observations import ObservationLayout
 from robot_rl.tasks.randomization import RandomizationCfg
 from robot_rl.tasks.rewards import RewardsCfg
@@ -65,6 +66,10 @@ class PPOCfg:
     # exported graph and in play; PPO trains the MLP under it unprojected (robot_rl.learn.chain_projected says
     # why). The actor must observe joint_pos_rel, joint_vel and last_action.
     chain_projected_actor: bool = False
+    # Left-right symmetry augmentation (rsl_rl's Symmetry extension): every mini-batch also holds its mirror image
+    # (robot_rl.tasks.mirror: observations and actions reflected through the sagittal plane), so the policy and the
+    # value learn from both sides of every state; legged velocity tasks only (the mirror must know every term).
+    symmetry_augmentation: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ class TaskCfg:
             )
         if self.episode_length_s <= 0:
             raise ValueError(f"task {self.name!r}: episode_length_s must be positive")
+        if self.ppo.symmetry_augmentation:
+            check_mirrorable(self.name, {"actor": self.actor_obs, "critic": self.critic_obs}, self.commands)
         problem = self.terms.commands.check(self.commands)
         if problem:
             raise ValueError(f"task {self.name!r}: {self.terms.name} {problem}")
