@@ -31,3 +31,20 @@ def pybullet_client():
     client = pb.connect(pb.DIRECT)
     yield client
     pb.disconnect(client)
+
+
+@pytest.fixture(scope="session")
+def spec_or_skip():
+    """``spec_or_skip(name)``: the robot's spec, or skip the calling test where its model source (a Menagerie or
+    unitree_mujoco checkout, ../shared/external in CI) is not on this machine."""
+    from robot_rl.robots.assets import model_source_missing
+    from robot_rl.robots.spec import RobotSpec, load_robot
+
+    def load(name: str) -> RobotSpec:
+        spec = load_robot(name)
+        missing = model_source_missing(spec)
+        if missing:
+            pytest.skip(f"model source not on this machine: {missing}")
+        return spec
+
+    return load

@@ -8,17 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robot_rl.robots.assets import model_source_missing
 from robot_rl.robots.joint_mirror import MirrorError, joint_mirror, pair_joints, partner_name
 from robot_rl.robots.spec import load_robot
-
-
-def spec_or_skip(name: str):
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
 
 
 def test_partner_names():
@@ -30,7 +21,7 @@ def test_partner_names():
 
 
 @pytest.mark.parametrize("robot", ["a1", "go2"])
-def test_quadruped_legs_swap_sides_and_abduction_flips(robot):
+def test_quadruped_legs_swap_sides_and_abduction_flips(spec_or_skip, robot):
     spec = spec_or_skip(robot)
     mirror = joint_mirror(spec)
     names = spec.joint_names
@@ -44,7 +35,7 @@ def test_quadruped_legs_swap_sides_and_abduction_flips(robot):
     np.testing.assert_array_equal(mirror.apply(spec.default_positions), spec.default_positions)
 
 
-def test_g1_roll_and_yaw_flip_pitch_and_knee_keep():
+def test_g1_roll_and_yaw_flip_pitch_and_knee_keep(spec_or_skip):
     spec = spec_or_skip("g1")
     mirror = joint_mirror(spec)
     for i, name in enumerate(spec.joint_names):

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from robot_rl.core.types import JointCommand
-from robot_rl.robots.assets import MENAGERIE_ENV_VAR, ModelSourceError, model_source_missing, resolve_model_path
+from robot_rl.robots.assets import MENAGERIE_ENV_VAR, ModelSourceError, resolve_model_path
 from robot_rl.robots.mujoco_model import KEYFRAME, MujocoRobot, build_mujoco_model
-from robot_rl.robots.spec import RobotSpec, available_robots, load_robot
+from robot_rl.robots.spec import available_robots, load_robot
 
 ROBOTS = available_robots()
 
@@ -25,16 +25,8 @@ def built(name: str) -> MujocoRobot:
     return build_mujoco_model(load_robot(name))
 
 
-def spec_or_skip(name: str) -> RobotSpec:
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
-
-
 @pytest.mark.parametrize("name", ROBOTS)
-def test_model_has_the_spec_joints_and_actuators_in_spec_order(name):
+def test_model_has_the_spec_joints_and_actuators_in_spec_order(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     m = robot.model
@@ -47,7 +39,7 @@ def test_model_has_the_spec_joints_and_actuators_in_spec_order(name):
 
 
 @pytest.mark.parametrize("name", ROBOTS)
-def test_limits_armature_damping_effort_and_timestep_equal_the_spec(name):
+def test_limits_armature_damping_effort_and_timestep_equal_the_spec(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     m = robot.model
@@ -63,7 +55,7 @@ def test_limits_armature_damping_effort_and_timestep_equal_the_spec(name):
 
 
 @pytest.mark.parametrize("name", ROBOTS)
-def test_default_keyframe_holds_the_spec_pose_and_gains(name):
+def test_default_keyframe_holds_the_spec_pose_and_gains(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     m = robot.model
@@ -80,7 +72,7 @@ def test_default_keyframe_holds_the_spec_pose_and_gains(name):
 
 
 @pytest.mark.parametrize("name", ROBOTS)
-def test_actuators_execute_the_joint_command_law_clamped_to_effort(name):
+def test_actuators_execute_the_joint_command_law_clamped_to_effort(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     m, d = robot.model, robot.make_data()
@@ -105,7 +97,7 @@ def test_actuators_execute_the_joint_command_law_clamped_to_effort(name):
         np.testing.assert_allclose(robot.read_state(d, refresh=False).tau, expected, rtol=1e-9, atol=1e-9)
 
 
-def test_pd_ctrl_is_batched_and_clips_targets_to_the_position_limits():
+def test_pd_ctrl_is_batched_and_clips_targets_to_the_position_limits(spec_or_skip):
     spec = spec_or_skip("a1")
     robot = built("a1")
     n = robot.n_joints
@@ -116,7 +108,7 @@ def test_pd_ctrl_is_batched_and_clips_targets_to_the_position_limits():
     np.testing.assert_allclose(ctrl[:, robot.kd_ctrl], np.broadcast_to(spec.kd, (2, n)))
 
 
-def test_robot_geoms_touch_the_world_but_not_each_other():
+def test_robot_geoms_touch_the_world_but_not_each_other(spec_or_skip):
     spec = spec_or_skip("a1")
     robot = built("a1")
     m = robot.model
@@ -133,7 +125,7 @@ def test_robot_geoms_touch_the_world_but_not_each_other():
     assert all(0 in (m.geom_bodyid[c.geom[0]], m.geom_bodyid[c.geom[1]]) for c in d.contact[: d.ncon])
 
 
-def test_feet_imu_and_end_effector_are_where_the_spec_says():
+def test_feet_imu_and_end_effector_are_where_the_spec_says(spec_or_skip):
     a1_spec, a1 = spec_or_skip("a1"), built("a1")
     m = a1.model
     assert [m.body(int(b)).name for b in a1.foot_body_ids] == list(a1_spec.sim_model.foot_bodies)
@@ -147,7 +139,7 @@ def test_feet_imu_and_end_effector_are_where_the_spec_says():
     assert panda.free_qpos_adr is None and panda.foot_geom_ids == ()
 
 
-def test_joints_outside_the_spec_are_welded_and_their_bodies_kept():
+def test_joints_outside_the_spec_are_welded_and_their_bodies_kept(spec_or_skip):
     spec_or_skip("panda")
     panda = built("panda")
     m = panda.model
@@ -157,7 +149,7 @@ def test_joints_outside_the_spec_are_welded_and_their_bodies_kept():
         assert m.body(body).id > 0
 
 
-def test_read_state_reports_the_base_in_its_own_frame():
+def test_read_state_reports_the_base_in_its_own_frame(spec_or_skip):
     spec_or_skip("a1")
     robot = built("a1")
     d = robot.make_data()
@@ -174,7 +166,7 @@ def test_read_state_reports_the_base_in_its_own_frame():
     np.testing.assert_allclose(state.base_ang_vel, [0.3, 0.0, 0.0], atol=1e-12)
 
 
-def test_accelerometer_reads_gravity_when_standing():
+def test_accelerometer_reads_gravity_when_standing(spec_or_skip):
     spec_or_skip("a1")
     robot = built("a1")
     d = robot.make_data()
@@ -184,7 +176,7 @@ def test_accelerometer_reads_gravity_when_standing():
     np.testing.assert_allclose(acc, [0, 0, 9.81], atol=0.5)
 
 
-def test_terrain_hook_and_visual_geoms():
+def test_terrain_hook_and_visual_geoms(spec_or_skip):
     spec = spec_or_skip("a1")
 
     def add_step(mjs: mujoco.MjSpec) -> None:
@@ -199,7 +191,7 @@ def test_terrain_hook_and_visual_geoms():
     assert no_floor.floor_geom_id is None
 
 
-def test_an_mjcf_model_builds_the_same_robot(tmp_path):
+def test_an_mjcf_model_builds_the_same_robot(spec_or_skip, tmp_path):
     """The MJCF path (Menagerie's format) on a real robot: the A1 URDF converted to MJCF by MuJoCo."""
     spec = spec_or_skip("a1")
     converted = mujoco.MjSpec.from_file(str(resolve_model_path(spec)))

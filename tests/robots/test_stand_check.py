@@ -8,8 +8,7 @@ import functools
 
 import pytest
 
-from robot_rl.robots.assets import model_source_missing
-from robot_rl.robots.spec import RobotSpec, load_robot
+from robot_rl.robots.spec import load_robot
 from robot_rl.robots.stand_check import (
     ARM_POSE_TOLERANCE_RAD,
     BASE_HEIGHT_TOLERANCE_M,
@@ -21,21 +20,13 @@ from robot_rl.robots.stand_check import (
 SIMULATORS = ("mujoco", "pybullet")
 
 
-def spec_or_skip(name: str) -> RobotSpec:
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
-
-
 @functools.cache
 def checked(name: str, simulator: str) -> StandResult:
     return stand_check(load_robot(name), simulator)
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_a1_stands_at_its_nominal_height(simulator):
+def test_a1_stands_at_its_nominal_height(spec_or_skip, simulator):
     spec = spec_or_skip("a1")
     result = checked("a1", simulator)
     assert result.robot == "a1" and result.simulator == simulator and result.physics_steps == 400
@@ -45,7 +36,7 @@ def test_a1_stands_at_its_nominal_height(simulator):
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_panda_holds_its_default_pose(simulator):
+def test_panda_holds_its_default_pose(spec_or_skip, simulator):
     spec_or_skip("panda")
     result = checked("panda", simulator)
     assert result.base_height_final is None
@@ -53,7 +44,7 @@ def test_panda_holds_its_default_pose(simulator):
     assert result.passed and not result.joint_past_limit
 
 
-def test_both_simulators_agree_on_the_standing_a1():
+def test_both_simulators_agree_on_the_standing_a1(spec_or_skip):
     spec_or_skip("a1")
     mujoco_result, pybullet_result = checked("a1", "mujoco"), checked("a1", "pybullet")
     assert abs(mujoco_result.base_height_final - pybullet_result.base_height_final) < 0.01
@@ -61,7 +52,7 @@ def test_both_simulators_agree_on_the_standing_a1():
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_a1_without_stiffness_collapses_and_fails(simulator):
+def test_a1_without_stiffness_collapses_and_fails(spec_or_skip, simulator):
     spec = spec_or_skip("a1")
     limp = dataclasses.replace(spec, joints=tuple(dataclasses.replace(j, kp=0.0) for j in spec.joints))
     result = stand_check(limp, simulator, duration_s=1.0)
@@ -70,7 +61,7 @@ def test_a1_without_stiffness_collapses_and_fails(simulator):
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_panda_gains_alone_do_not_hold_it_against_gravity(simulator):
+def test_panda_gains_alone_do_not_hold_it_against_gravity(spec_or_skip, simulator):
     """Documents why the arm model compensates gravity: kp 600 leaves joint 4 about 0.03 rad low."""
     spec_or_skip("panda")
     result = stand_check(load_robot("panda"), simulator, duration_s=1.0, gravity_compensation=False)
@@ -78,7 +69,7 @@ def test_panda_gains_alone_do_not_hold_it_against_gravity(simulator):
     assert not result.passed
 
 
-def test_command_line_prints_the_result_and_exits_with_its_verdict(capsys):
+def test_command_line_prints_the_result_and_exits_with_its_verdict(spec_or_skip, capsys):
     spec_or_skip("panda")
     assert main(["panda", "mujoco", "--duration", "0.5"]) == 0
     assert "panda in mujoco, 0.5 s: PASS" in capsys.readouterr().out

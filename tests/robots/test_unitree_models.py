@@ -13,21 +13,13 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.robots.assets import UNITREE_MUJOCO, ModelSourceError, model_source_missing, resolve_model_path
+from robot_rl.robots.assets import UNITREE_MUJOCO, ModelSourceError, resolve_model_path
 from robot_rl.robots.mujoco_model import MujocoRobot, build_mujoco_model, check_spec_against_model
-from robot_rl.robots.spec import RobotSpec, UnitreeDdsInterfaceSpec, load_robot
+from robot_rl.robots.spec import UnitreeDdsInterfaceSpec, load_robot
 from robot_rl.robots.stand_check import stand_check
 from robot_rl.sim import randomization as dr
 
 UNITREE = ("go2", "g1")
-
-
-def spec_or_skip(name: str) -> RobotSpec:
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
 
 
 @functools.cache
@@ -44,7 +36,7 @@ def _dds_name(label: str) -> str:
     return "_".join(p for p in parts if p != "leg") + "_joint"
 
 
-def test_g1_joint_order_is_unitrees_dds_motor_index_order():
+def test_g1_joint_order_is_unitrees_dds_motor_index_order(spec_or_skip):
     spec = spec_or_skip("g1")
     table = Path(resolve_model_path(spec)).parent / "g1_joint_index_dds.md"
     text = table.read_text(encoding="utf-8")
@@ -58,14 +50,14 @@ def test_g1_joint_order_is_unitrees_dds_motor_index_order():
 
 
 @pytest.mark.parametrize("name", UNITREE)
-def test_every_spec_joint_is_in_the_upstream_model_with_its_range(name):
+def test_every_spec_joint_is_in_the_upstream_model_with_its_range(spec_or_skip, name):
     spec = spec_or_skip(name)
     path, mismatches = check_spec_against_model(spec)
     assert path.is_file()
     assert mismatches == [], [str(m) for m in mismatches]
 
 
-def test_g1_effort_limits_are_the_model_files_but_hip_roll():
+def test_g1_effort_limits_are_the_model_files_but_hip_roll(spec_or_skip):
     """g1_29dof.xml's actuatorfrcrange, except hip roll (139 N·m in unitree_rl_gym's g1_12dof and Unitree's
     URDF; 88 in g1_29dof.xml), as the spec's comment says."""
     spec = spec_or_skip("g1")
@@ -77,7 +69,7 @@ def test_g1_effort_limits_are_the_model_files_but_hip_roll():
 
 
 @pytest.mark.parametrize("name", UNITREE)
-def test_compiled_model_carries_the_spec_order_gains_and_limits(name):
+def test_compiled_model_carries_the_spec_order_gains_and_limits(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     m, d = robot.model, robot.make_data()
@@ -97,7 +89,7 @@ def test_compiled_model_carries_the_spec_order_gains_and_limits(name):
         assert abs(lowest) < 0.015, (name, lowest)
 
 
-def test_go2_stands_for_2_s_under_its_spec_pd():
+def test_go2_stands_for_2_s_under_its_spec_pd(spec_or_skip):
     """Kp 20 (unitree_rl_gym's Go2 gains) holds it up without a fall or a limit hit; the legs sag ~6 cm under
     the body weight (calf ~0.3 rad), more than the stand check's 3 cm, so the check's verdict is not asserted."""
     spec = spec_or_skip("go2")
@@ -107,7 +99,7 @@ def test_go2_stands_for_2_s_under_its_spec_pd():
     assert result.max_joint_error_rad < 0.4, result.summary()
 
 
-def test_g1_tips_under_its_spec_pd_alone():
+def test_g1_tips_under_its_spec_pd_alone(spec_or_skip):
     """Documents the spec comment: ankles of 2 × 40 N·m/rad are softer than the G1's inverted pendulum, so
     it falls without a balance policy (as the real robot, which Unitree hangs from a gantry until then);
     twenty times stiffer gains hold it, so the model itself stands."""
@@ -121,7 +113,7 @@ def test_g1_tips_under_its_spec_pd_alone():
 
 
 @pytest.mark.parametrize("name", UNITREE)
-def test_domain_randomization_applies(name):
+def test_domain_randomization_applies(spec_or_skip, name):
     spec = spec_or_skip(name)
     robot = built(name)
     model = robot.model.__copy__()

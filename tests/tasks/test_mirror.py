@@ -10,7 +10,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robot_rl.robots.assets import model_source_missing
 from robot_rl.robots.joint_mirror import AXIAL, REFLECT, MirrorError, joint_mirror
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
@@ -21,21 +20,13 @@ from robot_rl.tasks.registry import make_task
 LEGGED = [("a1-flat", "a1"), ("go2-flat", "go2"), ("g1-flat", "g1")]
 
 
-def spec_or_skip(name: str):
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
-
-
 def task_mirror(task, spec) -> TaskMirror:
     joints = joint_mirror(spec).restricted(spec.policy_joint_names)
     return TaskMirror.build(task.name, task.actor_obs, task.critic_obs, task.commands, joints)
 
 
 @pytest.mark.parametrize(("task_name", "robot"), LEGGED)
-def test_mirror_twice_is_the_identity(task_name, robot):
+def test_mirror_twice_is_the_identity(spec_or_skip, task_name, robot):
     spec = spec_or_skip(robot)
     task = make_task(task_name)
     mirror = task_mirror(task, spec)
@@ -159,7 +150,7 @@ def _rollout_gap(task, spec, full) -> tuple[float, bool]:
 
 
 @pytest.mark.parametrize(("task_name", "robot"), LEGGED)
-def test_a_mirrored_rollout_observes_the_mirror(task_name, robot):
+def test_a_mirrored_rollout_observes_the_mirror(spec_or_skip, task_name, robot):
     """The training env itself (DR and pushes off) builds both rollouts' observations: contacts, PD, the G1's held
     waist and arms. A mirror that flips no joint's sign (a plausible bug) is 10× off or more."""
     spec = spec_or_skip(robot)

@@ -4,24 +4,14 @@ or ../shared/external), and the G1's is legs-only end to end: env, contract, exp
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from robot_rl.control.runtime import DeployRuntime
 from robot_rl.policy.contract import PolicyContract, Provenance
 from robot_rl.policy.export import export_onnx
-from robot_rl.robots.assets import model_source_missing
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.registry import TASKS, make_task
-
-
-def spec_or_skip(name: str):
-    spec = load_robot(name)
-    missing = model_source_missing(spec)
-    if missing:
-        pytest.skip(f"model source not on this machine: {missing}")
-    return spec
 
 
 def test_both_tasks_are_registered_for_their_robots():
@@ -31,7 +21,7 @@ def test_both_tasks_are_registered_for_their_robots():
     assert g1.terminations.max_tilt_rad == load_robot("g1").safety.max_tilt_rad
 
 
-def test_g1_env_drives_the_legs_and_holds_waist_and_arms_at_default():
+def test_g1_env_drives_the_legs_and_holds_waist_and_arms_at_default(spec_or_skip):
     spec = spec_or_skip("g1")
     env = MujocoVecEnv(make_task("g1-flat"), 3, seed=0, nthread=1)
     assert (env.num_joints, env.num_actions) == (12, 12)
@@ -49,7 +39,7 @@ def test_g1_env_drives_the_legs_and_holds_waist_and_arms_at_default():
     env.close()
 
 
-def test_go2_env_steps():
+def test_go2_env_steps(spec_or_skip):
     spec_or_skip("go2")
     env = MujocoVecEnv(make_task("go2-flat"), 2, seed=0, nthread=1)
     assert env.num_actions == 12 and env.actor_obs.shape == (2, 45)
