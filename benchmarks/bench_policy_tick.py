@@ -14,7 +14,7 @@ hit every variant alike; garbage collection frozen and disabled while timing:
 - ``ort_iobinding``  ``run_with_iobinding`` with pre-bound input/output buffers (what ``act`` uses)
 - ``policy_act``     ``OnnxPolicy.act`` on its bound input buffer, as the controller calls it (no copy)
 - ``observation``    ``ObservationBuilder.compute`` alone (N = 1, the task's actor layout), for the breakdown
-- ``decode``         ``JointPositionAction.decode_into`` alone (raw action → joint targets), for the breakdown
+- ``decode``         the controller's action decoding alone (raw action → joint targets), for the breakdown
 - ``safety_chain``   ``SafetyChain.step`` alone on a fixed in-range command with the controller's gain arrays
                      (as the runtime passes them), for the breakdown
 - ``chain_finite``   the chain's quiet-tick finite check alone (``QuietTickCheck.all_finite``), for the breakdown
@@ -223,8 +223,13 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
     def observation() -> None:
         builder.compute(inputs)
 
+    decoder = getattr(controller, "_decoder", None)  # the controller's ActionDecoder (None: code before it)
+
     def decode() -> None:
-        controller.action.decode_into(controller.last_raw_action, default_q, decoded)
+        if decoder is not None:
+            decoder.decode_into(controller.last_raw_action, decoded)
+        else:
+            controller.action.decode_into(controller.last_raw_action, default_q, decoded)
 
     def chain_finite() -> None:
         quiet.all_finite(state, fixed_command, controller.last_raw_action)

@@ -39,6 +39,7 @@ def _immutable(arr: object) -> bool:
 
 # The numpy ufuncs of the hot path, bound once (a module global is one lookup, ``np.subtract`` two).
 _add, _subtract, _multiply, _greater, _count = np.add, np.subtract, np.multiply, np.greater, np.count_nonzero
+_isfinite, _concatenate, _ndarray = np.isfinite, np.concatenate, np.ndarray
 
 
 class QuietTickCheck:
@@ -109,7 +110,7 @@ class QuietTickCheck:
     def all_finite(self, state: RobotState, proposed: JointCommand, action: np.ndarray | None) -> bool:
         """True when every array has its shape and is finite; False means "run check_finite"."""
         if action is not None:
-            if not isinstance(action, np.ndarray):
+            if not isinstance(action, _ndarray):
                 return False
             if action.size != self._action_size:
                 self._finite_buffers(action.size)
@@ -138,10 +139,10 @@ class QuietTickCheck:
                 if action is not None:
                     arrays += (action if action.ndim == 1 else action.reshape(-1),)
                     buf, ok = self._finite_buf, self._finite_ok
-            np.concatenate(arrays, out=buf)
+            _concatenate(arrays, out=buf)
         except (AttributeError, TypeError, ValueError):  # not arrays, or not float: the full check says why
             return False
-        np.isfinite(buf, out=ok)
+        _isfinite(buf, ok)
         return _count(ok) == ok.size  # count_nonzero: half the cost of ok.all() for small arrays
 
     def _gains(self, proposed: JointCommand) -> None:
@@ -165,7 +166,10 @@ class QuietTickCheck:
         """True when no motion filter would change ``proposed.q_target``; then ``new_reference`` holds the
         next rate-limit reference (the target on active joints, q elsewhere). Inputs must be finite."""
         t, q, dq = proposed.q_target, state.q, state.dq
-        self._gains(proposed)
+        key = self._gains_key
+        if not (key and key[0] is proposed.kp and key[1] is proposed.kd and key[2] is proposed.dq_target
+                and key[3] is proposed.tau_ff):
+            self._gains(proposed)
         ref = q if reference is None else reference
         self._t_rows[...] = t
         # The filters' bounds, operation for operation: ref ∓ max_step (rate_limit), soft ∓ q̇·Δt (see above).

@@ -57,7 +57,8 @@ class ActionDecoder:
         self._scale = np.full(default.shape, action.scale)
 
     def decode_into(self, action: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``default_q + scale · clip(action, −clip, clip)`` into ``out`` (float64, the pose's shape)."""
+        """``default_q + scale · clip(action, −clip, clip)`` into ``out`` (float64, the pose's shape); for a float64
+        ``action`` (the controller's copy of the raw one) the values of :meth:`JointPositionAction.decode`."""
         np.maximum(action, self._low, out=out)
         np.minimum(out, self._high, out=out)
         np.multiply(out, self._scale, out)
