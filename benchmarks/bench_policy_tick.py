@@ -210,6 +210,8 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
     inputs = ObsInputs(q=state.q[None, legs], dq=state.dq[None, legs], default_q=spec.default_positions[legs],
                        base_quat=state.base_quat[None, :], base_ang_vel=state.base_ang_vel[None, :],
                        command=command[None, :], last_action=np.zeros((1, contract.num_actions)))
+    if hasattr(builder, "bind"):  # as the controller's builder is (code before bind(): unbound)
+        builder.bind(inputs)
     controller.set_command(command)  # once: the runtime sets it when the operator's command changes
     gains = controller.step(state)  # the controller's read-only gain arrays, as the runtime passes them
     fixed_command = JointCommand(spec.default_positions.copy(), gains.dq_target, gains.kp, gains.kd, gains.tau_ff)
