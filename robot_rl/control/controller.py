@@ -65,6 +65,7 @@ class PolicyController:
         self.action = action
         j, c = spec.num_policy_joints, commands.size
         self.num_joints, self.num_commands, self.num_actions = spec.num_joints, c, j
+        self._joint_shape = (spec.num_joints,)
         self._policy_idx = spec.policy_joint_indices
         self._all_policy = j == spec.num_joints  # the common case: no gather/scatter on the hot path
         self._default_q = _constant(spec.default_positions[self._policy_idx])
@@ -186,8 +187,10 @@ class PolicyController:
             if self._all_policy:
                 self._q0[...] = state.q
                 self._dq0[...] = state.dq
-            else:
-                if np.shape(state.q) != (self.num_joints,) or np.shape(state.dq) != (self.num_joints,):
+            else:  # a slice of a longer or shorter q would fit the policy's joints: the shapes are checked first
+                q, dq, shape = state.q, state.dq, self._joint_shape
+                if ((q.shape if isinstance(q, np.ndarray) else np.shape(q)) != shape
+                        or (dq.shape if isinstance(dq, np.ndarray) else np.shape(dq)) != shape):
                     raise ValueError
                 if self._policy_slice is not None:
                     self._q0[...] = state.q[self._policy_slice]
