@@ -59,15 +59,15 @@ class QuietTickCheck:
         self._shapes = ((n,), (n,), (4,), (3,), (n,), (n,), (n,), (n,), (n,))
         self._moving_shapes = self._shapes[:5]  # state and targets: what still moves once the gains are cached
         self._finite_buffers(n)
-        # Every bound as a pair (x, y) that the filters' bounds are crossed on when x > y, in one (12, n) array
-        # whose rows 0-7 are the x of the eight pairs and rows 4-11 their y (see _PAIRS), so one `greater`
-        # of two contiguous blocks decides them all:
-        #   row  0 lo_c = max(action_lower, soft_lower) > t      row  4 t > hi_c = min(action_upper, soft_upper)
-        #   row  1 ref − max_step > t                            row  5 t > ref + max_step
-        #   row  2 soft_lower − q̇·Δt > t                         row  6 t > soft_upper − q̇·Δt
-        #   row  3 −torque_max > τ                               row  7 τ > torque_max
-        # rows 4-6 hold t and row 7 the torque estimate τ; rows 8-11 hold hi_c, ref + max_step,
-        # soft_upper − q̇·Δt, torque_max. The constant bounds of a side reduce to one row by max / min (exact).
+        # Every bound as a pair (x, y), crossed when x > y, in one (12, n) array M: pair i is (M[i], M[i + 4]),
+        # so one `greater` of the contiguous blocks M[0:8] and M[4:12] decides all eight:
+        #   pair 0: lo_c > t  (lo_c = max(action_lower, soft_lower): a side's constant bounds in one row, exact)
+        #   pair 1: ref − max_step > t          pair 5: t > ref + max_step
+        #   pair 2: soft_lower − q̇·Δt > t      pair 6: t > soft_upper − q̇·Δt
+        #   pair 3: −torque_max > τ             pair 7: τ > torque_max
+        #   pair 4: t > hi_c  (hi_c = min(action_upper, soft_upper))
+        # Rows: 0 lo_c, 1 ref − max_step, 2 soft_lower − q̇·Δt, 3 −torque_max, 4-6 t, 7 τ, 8 hi_c,
+        # 9 ref + max_step, 10 soft_upper − q̇·Δt, 11 torque_max.
         lower = limits.soft_lower if limits.action_lower is None else np.maximum(limits.action_lower,
                                                                                 limits.soft_lower)
         upper = limits.soft_upper if limits.action_upper is None else np.minimum(limits.action_upper,
