@@ -14,7 +14,7 @@ hit every variant alike; garbage collection frozen and disabled while timing:
 - ``ort_iobinding``  ``run_with_iobinding`` with pre-bound input/output buffers (what ``act`` uses)
 - ``policy_act``     ``OnnxPolicy.act`` on its bound input buffer, as the controller calls it (no copy)
 - ``observation``    ``ObservationBuilder.compute`` alone (N = 1, the task's actor layout), for the breakdown
-- ``decode``         ``JointPositionAction.decode_into`` alone (raw action → joint targets), for the breakdown
+- ``decode``         the controller's action decoding alone (raw action → joint targets), for the breakdown
 - ``safety_chain``   ``SafetyChain.step`` alone on a fixed in-range command with the controller's gain arrays
                      (as the runtime passes them), for the breakdown
 - ``chain_finite``   the chain's quiet-tick finite check alone (``QuietTickCheck.all_finite``), for the breakdown
@@ -210,6 +210,8 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
     inputs = ObsInputs(q=state.q[None, legs], dq=state.dq[None, legs], default_q=spec.default_positions[legs],
                        base_quat=state.base_quat[None, :], base_ang_vel=state.base_ang_vel[None, :],
                        command=command[None, :], last_action=np.zeros((1, contract.num_actions)))
+    if hasattr(builder, "bind"):  # as the controller's builder is (code before bind(): unbound)
+        builder.bind(inputs)
     controller.set_command(command)  # once: the runtime sets it when the operator's command changes
     gains = controller.step(state)  # the controller's read-only gain arrays, as the runtime passes them
     fixed_command = JointCommand(spec.default_positions.copy(), gains.dq_target, gains.kp, gains.kd, gains.tau_ff)
@@ -223,8 +225,13 @@ def run(args: Args, robot: str) -> tuple[dict[str, dict[str, float]], list[dict[
     def observation() -> None:
         builder.compute(inputs)
 
+    decoder = getattr(controller, "_decoder", None)  # the controller's ActionDecoder (None: code before it)
+
     def decode() -> None:
-        controller.action.decode_into(controller.last_raw_action, default_q, decoded)
+        if decoder is not None:
+            decoder.decode_into(controller.last_raw_action, decoded)
+        else:
+            controller.action.decode_into(controller.last_raw_action, default_q, decoded)
 
     def chain_finite() -> None:
         quiet.all_finite(state, fixed_command, controller.last_raw_action)

@@ -69,6 +69,7 @@ def damping_command(limits: SafetyLimits) -> JointCommand:
 
 
 _NO_EVENTS: tuple[SafetyEvent, ...] = ()
+_new = tuple.__new__
 
 
 def chain_step(
@@ -100,6 +101,14 @@ def chain_step(
         # No motion filter acts: the command passes as it is; only the fault checks below remain.
         return _fault_checks(limits, filter_state, state, proposed, now, missed_deadlines, [], proposed,
                              reference_out)
+    return _motion_filters(limits, filter_state, state, proposed, now, missed_deadlines)
+
+
+def _motion_filters(
+    limits: SafetyLimits, filter_state: FilterState, state: RobotState, proposed: JointCommand, now: float,
+    missed_deadlines: int,
+) -> tuple[SafetyOutput, FilterState]:
+    """The chain after the finite check, every filter in order (the inputs are finite and of their shapes)."""
     events: list[SafetyEvent] = []
     q, dq = state.q, state.dq
     active = proposed.kp > 0
@@ -147,8 +156,9 @@ def _fault_checks(
     if ev is not None:
         events.append(ev)
 
-    if not events:
-        return SafetyOutput(command, _NO_EVENTS, False), FilterState(new_reference, stale, consecutive, ())
+    if not events:  # tuple.__new__ is what a NamedTuple's __new__ calls, less its Python frame (the quiet tick's)
+        return (_new(SafetyOutput, (command, _NO_EVENTS, False)),
+                _new(FilterState, (new_reference, stale, consecutive, ())))
     faults = tuple(e for e in events if e.fault)
     if faults:
         new_state = FilterState(filter_state.reference, stale, consecutive, faults)
@@ -250,12 +260,20 @@ class SafetyChain:
         self, state: RobotState, proposed: JointCommand, now: float,
         *, action: np.ndarray | None = None, missed_deadlines: int = 0,
     ) -> SafetyOutput:
+        # chain_step with its quiet-tick shortcut (quiet=, reference_out=), its dispatch written out here: the
+        # same calls in the same order, less a call with keyword arguments per tick.
+        filter_state, quiet = self.filter_state, self._quiet
         a, b = self._references
-        out = b if self.filter_state.reference is a else a
-        output, self.filter_state = chain_step(
-            self.limits, self.filter_state, state, proposed, now, action=action, missed_deadlines=missed_deadlines,
-            quiet=self._quiet, reference_out=out,
-        )
+        out = b if filter_state.reference is a else a
+        if filter_state.fault or not quiet.all_finite(state, proposed, action):  # latched, or check_finite decides
+            output, filter_state = chain_step(self.limits, filter_state, state, proposed, now, action=action,
+                                              missed_deadlines=missed_deadlines, quiet=None, reference_out=None)
+        elif quiet.quiet(filter_state.reference, state, proposed, out):
+            output, filter_state = _fault_checks(self.limits, filter_state, state, proposed, now, missed_deadlines,
+                                                 [], proposed, out)
+        else:
+            output, filter_state = _motion_filters(self.limits, filter_state, state, proposed, now, missed_deadlines)
+        self.filter_state = filter_state
         self.report.record(output, missed_deadlines)
         return output
 

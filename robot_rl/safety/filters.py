@@ -424,8 +424,8 @@ def stale_check(tick: int, now: float, watchdog: StaleWatchdog, limits: SafetyLi
     still delivers stale state. A tick that goes backward (a robot-side restart) is a fault too.
     """
     last = watchdog.last_tick
-    if last is None or tick > last:
-        return StaleWatchdog(tick, now), None
+    if last is None or tick > last:  # every tick: tuple.__new__, what the NamedTuple's __new__ calls, less its frame
+        return tuple.__new__(StaleWatchdog, (tick, now)), None
     if tick < last:
         return watchdog, SafetyEvent(STALE, True, f"state tick went backward from {last} to {tick}")
     elapsed = now - watchdog.fresh_at_s

@@ -30,6 +30,10 @@ class JointPositionAction:
         np.multiply(out, self.scale, out=out)
         return np.add(default_q, out, out=out)
 
+    def decoder(self, default_q: np.ndarray) -> ActionDecoder:
+        """:meth:`decode_into` for one default pose, faster (the deploy tick's)."""
+        return ActionDecoder(self, default_q)
+
     def encode(self, q_target: np.ndarray, default_q: np.ndarray) -> np.ndarray:
         """The raw action that decodes to ``q_target`` (inside the clip range; beyond it, the clipped one's)."""
         return np.clip((np.asarray(q_target) - default_q) / self.scale, -self.clip, self.clip)
@@ -38,3 +42,24 @@ class JointPositionAction:
         """The largest change of the raw action per policy step that moves targets no faster than
         ``max_target_rate_rad_s`` (the safety chain's rate limit, which acts on targets)."""
         return max_target_rate_rad_s * period_s / self.scale
+
+
+class ActionDecoder:
+    """:meth:`JointPositionAction.decode_into` for one default pose, with every constant an array of the pose's
+    shape, made once: each of the four numpy calls then runs numpy's fast loop (a Python float operand costs
+    like a broadcast, ≈ twice as much). The same operations on the same values, so the same targets to the bit."""
+
+    def __init__(self, action: JointPositionAction, default_q: np.ndarray):
+        default = np.array(default_q, dtype=np.float64)
+        default.setflags(write=False)
+        self.action, self.default_q = action, default
+        self._low, self._high = np.full(default.shape, -action.clip), np.full(default.shape, action.clip)
+        self._scale = np.full(default.shape, action.scale)
+
+    def decode_into(self, action: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``default_q + scale · clip(action, −clip, clip)`` into ``out`` (float64, the pose's shape); for a float64
+        ``action`` (the controller's copy of the raw one) the values of :meth:`JointPositionAction.decode`."""
+        np.maximum(action, self._low, out=out)
+        np.minimum(out, self._high, out=out)
+        np.multiply(out, self._scale, out)
+        return np.add(self.default_q, out, out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import pairwise
 from typing import Literal
 
@@ -89,41 +90,69 @@ def _write_projected_gravity(inputs: ObsInputs, out: np.ndarray) -> None:
         np.copyto(out, projected_gravity(quat))
 
 
+def _bind_joint_pos_rel(inputs: ObsInputs, out: np.ndarray) -> Callable[[], None]:
+    # default_q as a (1, J) view: the operands then have one shape for N = 1 (numpy's fast loop, not a broadcast)
+    return partial(np.subtract, inputs.q, inputs.default_q.reshape(1, -1), out=out)
+
+
+def _bind_projected_gravity(inputs: ObsInputs, out: np.ndarray) -> Callable[[], None] | None:
+    quat = inputs.base_quat
+    if quat.shape[0] != 1 or quat.dtype != np.float64:
+        return None
+    source, row = quat[0], out[0]
+
+    def write() -> None:  # _write_projected_gravity's one-robot branch, on rows found once
+        w, x, y, z = source.tolist()
+        row[0] = -2.0 * (x * z - w * y)
+        row[1] = -2.0 * (y * z + w * x)
+        row[2] = -(1.0 - 2.0 * (x * x + y * y))
+    return write
+
+
 @dataclass(frozen=True)
 class ObsTermDef:
     """What a term computes and how wide it is, given the robot's joint/command/action counts.
 
     ``compute`` returns the term as a new array; ``write`` puts the same values into a preallocated
-    (N, width) float64 array (what the builder calls on every tick: no allocation).
+    (N, width) float64 array (what the builder calls on every tick: no allocation). For a builder bound to one
+    ``ObsInputs`` (:meth:`ObservationBuilder.bind`), ``source`` names the field a term is a plain copy of, and
+    ``bind`` makes a writer of the same values with that object's arrays looked up once (None: ``write``).
     """
 
     compute: Callable[[ObsInputs], np.ndarray]
     size: Callable[[int, int, int], int]  # (num_joints, num_commands, num_actions) → width
     description: str
     write: Callable[[ObsInputs, np.ndarray], None] | None = None  # None: ``compute``'s result, copied
+    source: str | None = None
+    bind: Callable[[ObsInputs, np.ndarray], Callable[[], None] | None] | None = None
 
 
 def _term(compute: Callable[[ObsInputs], np.ndarray], size: Callable[[int, int, int], int], description: str,
-          write: Callable[[ObsInputs, np.ndarray], None] | None = None) -> ObsTermDef:
-    return ObsTermDef(compute, size, description, write if write is not None else _copy_of(compute))
+          write: Callable[[ObsInputs, np.ndarray], None] | None = None, source: str | None = None,
+          bind: Callable[[ObsInputs, np.ndarray], Callable[[], None] | None] | None = None) -> ObsTermDef:
+    return ObsTermDef(compute, size, description, write if write is not None else _copy_of(compute), source, bind)
 
 
 # The explicit registry of every observation term the project knows.
 OBS_TERMS: dict[str, ObsTermDef] = {
-    "base_lin_vel": _term(_base_lin_vel, lambda j, c, a: 3, "base linear velocity, body frame (m/s)"),
-    "base_ang_vel": _term(lambda i: i.base_ang_vel, lambda j, c, a: 3, "gyro, body frame (rad/s)"),
+    "base_lin_vel": _term(_base_lin_vel, lambda j, c, a: 3, "base linear velocity, body frame (m/s)",
+                          source="base_lin_vel"),
+    "base_ang_vel": _term(lambda i: i.base_ang_vel, lambda j, c, a: 3, "gyro, body frame (rad/s)",
+                          source="base_ang_vel"),
     "projected_gravity": _term(
         lambda i: projected_gravity(i.base_quat), lambda j, c, a: 3, "gravity direction in the base frame",
-        _write_projected_gravity,
+        _write_projected_gravity, bind=_bind_projected_gravity,
     ),
-    "command": _term(lambda i: i.command, lambda j, c, a: c, "task command (see the contract's commands)"),
+    "command": _term(lambda i: i.command, lambda j, c, a: c, "task command (see the contract's commands)",
+                     source="command"),
     "joint_pos_rel": _term(
         lambda i: i.q - i.default_q, lambda j, c, a: j, "joint positions minus the default pose (rad)",
-        _write_joint_pos_rel,
+        _write_joint_pos_rel, bind=_bind_joint_pos_rel,
     ),
-    "joint_vel": _term(lambda i: i.dq, lambda j, c, a: j, "joint velocities (rad/s)"),
-    "last_action": _term(lambda i: i.last_action, lambda j, c, a: a, "previous raw policy action"),
-    "object_pos": _term(_object_pos, lambda j, c, a: 3, "task object position, base frame (m)"),
+    "joint_vel": _term(lambda i: i.dq, lambda j, c, a: j, "joint velocities (rad/s)", source="dq"),
+    "last_action": _term(lambda i: i.last_action, lambda j, c, a: a, "previous raw policy action",
+                         source="last_action"),
+    "object_pos": _term(_object_pos, lambda j, c, a: 3, "task object position, base frame (m)", source="object_pos"),
 }
 
 
@@ -207,13 +236,18 @@ class ObservationBuilder:
         self._work = np.zeros((num_envs, (self.dim if self._has_history else 0) + frame_width))
         self._frame = self._work[:, self._work.shape[1] - frame_width:]
         views = [self._frame[:, a:b] for a, b in pairwise(frame_cols)]
+        self._views = tuple(views)
         self._writers = tuple((OBS_TERMS[t.name].write or _copy_of(OBS_TERMS[t.name].compute), v)
                               for t, v in zip(terms, views, strict=True))
         self._noisy = tuple((v, t.noise) for t, v in zip(terms, views, strict=True) if t.noise > 0.0)
-        self._scale = np.repeat([float(t.scale) for t in terms], self.sizes)
+        # Per-column constants as (1, width) rows: for N = 1 every operand then has the frame's shape.
+        self._scale = np.repeat([float(t.scale) for t in terms], self.sizes)[None, :]
         self._scaled = bool(np.any(self._scale != 1.0))
-        clip = np.repeat([np.inf if t.clip is None else float(t.clip) for t in terms], self.sizes)
+        clip = np.repeat([np.inf if t.clip is None else float(t.clip) for t in terms], self.sizes)[None, :]
         self._clip_low, self._clip_high = -clip, clip
+        self._bound: ObsInputs | None = None  # see bind()
+        self._bound_copies: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+        self._bound_writes: tuple[Callable[[], None], ...] = ()
         self._clipped = any(t.clip is not None for t in terms)
         self._out = np.zeros((num_envs, self.dim), dtype=np.float32)
         self._fresh = np.ones(num_envs, dtype=bool)  # reset envs fill their history with the first frame
@@ -243,11 +277,38 @@ class ObservationBuilder:
         """(N, dim) float32: the array every ``compute`` writes and returns (made once)."""
         return self._out
 
+    def bind(self, inputs: ObsInputs | None) -> None:
+        """Make ``compute(inputs)``, for this very object, read the arrays its fields hold now, looked up once: the
+        terms that copy a field as it is (``ObsTermDef.source``) are one assignment each, and the others write
+        through a writer made for those arrays (``ObsTermDef.bind``). The same values as unbound, for a caller
+        that owns ``inputs``, writes into its arrays in place, and binds again after assigning any of its
+        fields (the policy controller). ``None`` unbinds."""
+        self._bound = inputs
+        if inputs is None:
+            self._bound_copies, self._bound_writes = (), ()
+            return
+        copies, writes = [], []
+        for term, view, (write, _) in zip(self.layout.terms, self._views, self._writers, strict=True):
+            definition = OBS_TERMS[term.name]
+            source = None if definition.source is None else getattr(inputs, definition.source)
+            if isinstance(source, np.ndarray) and source.shape == view.shape and source.dtype == np.float64:
+                copies.append((view, source))
+                continue
+            bound = None if definition.bind is None else definition.bind(inputs, view)
+            writes.append(bound if bound is not None else partial(write, inputs, view))  # None: it raises why
+        self._bound_copies, self._bound_writes = tuple(copies), tuple(writes)
+
     def compute(self, inputs: ObsInputs) -> np.ndarray:
         """(N, dim) float32 observation. The returned array is reused by the next call."""
         frame = self._frame
-        for write, view in self._writers:
-            write(inputs, view)
+        if inputs is self._bound:
+            for view, source in self._bound_copies:
+                view[...] = source
+            for write in self._bound_writes:
+                write()
+        else:
+            for write, view in self._writers:
+                write(inputs, view)
         if self.noise:
             for view, noise in self._noisy:
                 view += self.rng.uniform(-noise, noise, size=view.shape)
@@ -257,7 +318,7 @@ class ObservationBuilder:
             np.maximum(frame, self._clip_low, out=frame)
             np.minimum(frame, self._clip_high, out=frame)
         if not self._has_history:
-            np.copyto(self._out, frame, casting="same_kind")
+            self._out[...] = frame  # the float32 rounding of np.copyto, without its Python-level dispatch
         else:
             nxt = self._next
             # mode="clip": with the default "raise" numpy buffers `out` (allocates); every index is in range.

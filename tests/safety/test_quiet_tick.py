@@ -11,7 +11,7 @@ import pytest
 from robot_rl.core.types import JointCommand, RobotState
 from robot_rl.robots.spec import load_robot
 from robot_rl.safety import ActionClip, FilterState, SafetyChain, chain_step
-from robot_rl.safety.filters import FINITE, check_finite
+from robot_rl.safety.filters import FILTER_ORDER, FINITE, check_finite
 from robot_rl.safety.quiet_tick import QuietTickCheck
 
 ROBOTS = ["a1", "go2", "g1", "panda"]
@@ -229,3 +229,40 @@ def check_finite_fault(chain: SafetyChain, state: RobotState, command: JointComm
     chain.reset()
     out = chain.step(state, command, 0.0, action=action)
     return any(e.filter_name == FINITE and e.fault for e in out.events)
+
+
+@pytest.mark.parametrize("name", ["a1", "g1"])
+def test_every_bound_pair_decides_to_the_last_bit(name):
+    """The quiet check's eight bound pairs in one comparison: a target on each bound (action clip, rate limit, soft
+    and velocity-aware limits, ± torque) is quiet exactly when the filters leave it alone, one ulp past it is not."""
+    spec = load_robot(name)
+    n = spec.num_joints
+    chain = SafetyChain.from_spec(spec, ActionClip(1.0, 0.25, spec.default_positions))
+    lim, check = chain.limits, QuietTickCheck(chain.limits)
+    gains = (_read_only(spec.kp), _read_only(spec.kd), _read_only(np.zeros(n)), _read_only(np.zeros(n)))
+    rng = np.random.default_rng(11)
+    ref = spec.default_positions.copy()
+    decided, outcomes = 0, {True: 0, False: 0}
+    for trial in range(40):
+        q = ref + rng.uniform(-0.5, 0.5, n) * lim.max_step
+        dq = rng.normal(size=n) * rng.choice([0.5, 20.0])
+        state = RobotState(0.02, 1, q, dq, np.zeros(n), np.array([1.0, 0, 0, 0]), np.zeros(3))
+        j = rng.integers(n)
+        kp_eff, rest = spec.kp[j] * lim.kp_scale, spec.kd[j] * lim.kd_scale * (0.0 - dq[j])
+        bounds = [lim.action_lower[j], lim.action_upper[j], ref[j] - lim.max_step[j], ref[j] + lim.max_step[j],
+                  lim.soft_lower[j] - dq[j] * lim.policy_period_s, lim.soft_upper[j] - dq[j] * lim.policy_period_s,
+                  q[j] + (lim.torque_max[j] - rest) / kp_eff, q[j] - (lim.torque_max[j] + rest) / kp_eff]
+        for bound in bounds:
+            for value in (bound, np.nextafter(bound, np.inf), np.nextafter(bound, -np.inf)):
+                t = ref.copy()
+                t[j] = value
+                command = JointCommand(t, gains[2], gains[0], gains[1], gains[3])
+                out, _ = chain_step(lim, FilterState(ref.copy()), state, command, 0.02)
+                motion = [e for e in out.events if e.filter_name in FILTER_ORDER[1:6]]
+                quiet = check.quiet(ref, state, command, np.zeros(n))
+                outcomes[quiet] += 1
+                assert not (quiet and motion), (trial, j, bound, value)  # never quiet where a filter acts
+                if not quiet:
+                    decided += not motion  # tighter than the filters only outside the soft limits (not here)
+                    assert motion or np.any(q < lim.soft_lower) or np.any(q > lim.soft_upper), (trial, j, value)
+    assert decided == 0 and outcomes[True] > 50 and outcomes[False] > 50, outcomes

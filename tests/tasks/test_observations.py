@@ -156,3 +156,39 @@ def test_nan_and_inf_pass_through_scale_and_clip_as_before():
     obs = ObservationBuilder(layout, 1, 3, 2, 3).compute(inp)[0]
     assert np.isnan(obs[0]) and obs[1] == 1.0 and obs[2] == -1.0  # clipped terms clip inf, keep NaN
     assert np.isnan(obs[3]) and obs[4] == np.inf  # unclipped terms keep both
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_a_bound_builder_equals_an_unbound_one_to_the_bit(num_envs):
+    """bind(): the same observations as compute() without it, with history, scale, clip, NaN / ±inf, a field set to
+    None and back (bound again, as the controller does), and other inputs passed to the bound builder."""
+    layout = ObservationLayout((
+        ObsTerm("base_ang_vel", scale=0.25, history_length=2), ObsTerm("projected_gravity"), ObsTerm("command"),
+        ObsTerm("joint_pos_rel", clip=0.7), ObsTerm("joint_vel", scale=0.05), ObsTerm("last_action"),
+        ObsTerm("base_lin_vel"),
+    ))
+    bound, plain = ObservationBuilder(layout, num_envs, 5, 3, 5), ObservationBuilder(layout, num_envs, 5, 3, 5)
+    rng = np.random.default_rng(26)
+    inputs = _inputs(num_envs, 5, 3, rng)
+    bound.bind(inputs)
+    lin_vel = inputs.base_lin_vel
+    for tick in range(40):
+        fresh = _inputs(num_envs, 5, 3, rng)
+        for name in ("q", "dq", "base_quat", "base_ang_vel", "command", "last_action"):
+            getattr(inputs, name)[...] = getattr(fresh, name)  # written in place, as the controller writes
+        lin_vel[...] = fresh.base_lin_vel
+        if tick % 7 == 3:
+            inputs.dq[0, rng.integers(5)] = rng.choice([np.nan, np.inf, -np.inf])
+            inputs.base_quat[0, rng.integers(4)] = rng.choice([np.nan, np.inf])
+        np.testing.assert_array_equal(bound.compute(inputs), plain.compute(inputs))
+        other = _inputs(num_envs, 5, 3, rng)  # not the bound object: computed as unbound
+        np.testing.assert_array_equal(bound.compute(other), plain.compute(other))
+    inputs.base_lin_vel = None
+    bound.bind(inputs)
+    with pytest.raises(ValueError, match="base linear velocity"):
+        bound.compute(inputs)
+    inputs.base_lin_vel = lin_vel
+    bound.bind(inputs)
+    np.testing.assert_array_equal(bound.compute(inputs), plain.compute(inputs))
+    bound.bind(None)
+    np.testing.assert_array_equal(bound.compute(inputs), plain.compute(inputs))
