@@ -26,9 +26,10 @@ GO2_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
                            ranges=((-1.0, 1.0), (-0.6, 0.6), (-1.0, 1.0)))
 
 
-# The A1 recipe's DR with half the envs (not a quarter) on the gate's stiff elliptic-cone contact: the Go2 trained
-# with a quarter learned a gait that loses half its forward speed there (RESULTS_training.md, go2-flat).
-GO2_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, stiff_contact_fraction=0.5)
+# The A1 recipe's DR with three quarters of the envs (not a quarter) on the gate's stiff elliptic-cone contact: the Go2
+# trained with a quarter learned a gait that loses half its forward speed there, and falls there at DR corners with
+# half (RESULTS_training.md, go2-flat).
+GO2_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, stiff_contact_fraction=0.75)
 
 
 def go2_flat() -> TaskCfg:
