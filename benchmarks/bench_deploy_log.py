@@ -43,7 +43,8 @@ from mcap.writer import Writer
 
 from robot_rl.core.loop_timing import RateLoop
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.data.mcap_log import SCHEMAS, DeployLogWriter, read_log, summarize_log
+from robot_rl.data.mcap_log import SCHEMAS, DeployLogWriter
+from robot_rl.data.mcap_log_reader import read_log, summarize_log
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ random, is injected at a random moment once the policy walks (or none):
   rejects 10 % of commands, as the firmware would), and a sensor freeze at a random time
   (``--freeze-at-s``: LowState keeps coming with the same tick).
 
-After each segment its log is read (``robot_rl.data.mcap_log``): loop missed deadlines outside and inside
+After each segment its log is read (``robot_rl.data.mcap_log_reader``): loop missed deadlines outside and inside
 the fault window (from the fault to the end; for the whole-segment bridge flags, the whole segment), lost
 records (the writer's ``dropped_records`` counter, and gaps in the loop's tick sequence), and, for the
 faults that must end in damping, the time from the fault to the bridge tick that first applied damping
@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_deploy_faults as faults_bench
 
 from robot_rl.core.tick_trace import TickBreakdown
-from robot_rl.data.mcap_log import TIMING, read_log, summarize_log
+from robot_rl.data.mcap_log import TIMING
+from robot_rl.data.mcap_log_reader import read_log, summarize_log
 from robot_rl.dds import close_domain
 
 Bench, Row, STALE_S, LINK_DOWN_S = faults_bench.Bench, faults_bench.Row, faults_bench.STALE_S, faults_bench.LINK_DOWN_S

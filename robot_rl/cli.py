@@ -42,7 +42,7 @@ COMMANDS: dict[str, str | dict] = {
         "validate": "robot_rl.data.lerobot_validate:dataset_validate",
     },
     "log": {
-        "summarize": "robot_rl.data.mcap_log:log_summarize",
+        "summarize": "robot_rl.data.mcap_log_reader:log_summarize",
     },
 }
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from robot_rl.control.action_chunks import ChunkConsumer
 from robot_rl.core.types import JointCommand, ObjectSensor, RobotState
-from robot_rl.policy.contract import PolicyContract, action_for_policy, check_contract, layout_for_policy
+from robot_rl.policy.contract import PolicyContract, action_for_policy, layout_for_policy
+from robot_rl.policy.contract_check import check_contract
 from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.actions import JointPositionAction

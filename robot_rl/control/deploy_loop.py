@@ -100,6 +100,17 @@ def _log_tick(log: DeployLogWriter, state: RobotState, result: StepResult, sent:
         log.log_event(event, t=now)
 
 
+class _Untraced:
+    """Lockstep's stand-in for :class:`TickTrace`: simulated time has no deadlines to explain. It lets the tick
+    mark its phases unconditionally, so the real-time path has no per-phase ``if`` (lockstep pays the calls)."""
+
+    def mark(self) -> None:
+        pass
+
+    def row(self) -> None:
+        return None
+
+
 def run_loop(
     runtime: DeployRuntime,
     robot: RobotInterface,
@@ -167,8 +178,7 @@ def run_loop(
             if n_cmd:
                 runtime.set_command(_command_at(commands, t, zero_command))
             state = robot.read()
-            if loop is not None:
-                trace.mark()  # read
+            trace.mark()  # read
             result = runtime.step(state, now, missed_deadlines=missed)
             if loop is not None:
                 late = time.perf_counter() - now  # the loop's clock; `now` is this tick's deadline
@@ -177,11 +187,9 @@ def run_loop(
             if release_gantry is not None and result.mode is ControllerMode.RUNNING:
                 release_gantry()
                 release_gantry = None
-            if loop is not None:
-                trace.mark()  # step
+            trace.mark()  # step
             sent = robot.write(result.command)
-            if loop is not None:
-                trace.mark()  # write
+            trace.mark()  # write
             if log is not None:
                 _log_tick(log, state, result, sent, now if loop is not None else None)
 
@@ -200,12 +208,11 @@ def run_loop(
             for event in result.events:
                 rec.events.append((t, str(event)))
             rec.ticks = k + 1
-            if loop is not None:
-                trace.mark()  # record: the arrays above and the log queue
+            trace.mark()  # record: the arrays above and the log queue
             if log is not None:
                 work = time.perf_counter() - wake if loop is not None else float("nan")
                 log.log_timing(k, lateness, work, missed, t=now if loop is not None else None,
-                               trace=trace.row() if loop is not None else None)
+                               trace=trace.row())
 
     if loop is not None:
         trace = TickTrace()
@@ -216,6 +223,7 @@ def run_loop(
             trace.close()
         rec.timing = loop.stats.summary() | {"slowest_ticks": trace.slowest()}
     else:
+        trace = _Untraced()
         body()
     rec.wall_time_s = time.perf_counter() - t0_wall
     rec.diagnostics = runtime.diagnostics()

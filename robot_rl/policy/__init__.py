@@ -10,9 +10,9 @@ from robot_rl.policy.contract import (
     Mismatch,
     PolicyContract,
     Provenance,
-    check_contract,
     contract_for_task,
 )
+from robot_rl.policy.contract_check import check_contract
 from robot_rl.policy.export import ExportError, collect_provenance, export_onnx, export_rsl_rl_policy
 from robot_rl.policy.onnx_policy import OnnxPolicy, Policy, PolicyLoadError, load_policy, read_contract
 

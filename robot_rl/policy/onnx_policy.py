@@ -28,8 +28,8 @@ from robot_rl.policy.contract import (
     ContractMismatch,
     PolicyContract,
     TensorContract,
-    check_contract,
 )
+from robot_rl.policy.contract_check import check_contract
 from robot_rl.robots.spec import shipped_path
 
 _ORT_DTYPES = {"float32": "tensor(float)"}

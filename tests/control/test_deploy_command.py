@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from robot_rl.cli import main
-from robot_rl.data.mcap_log import summarize_log
+from robot_rl.data.mcap_log_reader import summarize_log
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "policies/a1_flat/policy.onnx"
@@ -51,7 +51,8 @@ def test_garbage_is_collected_once_before_arming_never_between_the_run_and_its_d
     import gc
     import time
 
-    from robot_rl.data.mcap_log import TIMING, read_log
+    from robot_rl.data.mcap_log import TIMING
+    from robot_rl.data.mcap_log_reader import read_log
 
     pytest.importorskip("mujoco")
     log = tmp_path / "run.mcap"

@@ -31,7 +31,7 @@ KNOWN_USER_ERRORS = {
     "robot_rl.teleop.devices": {"DeviceError"},
     "robot_rl.teleop.session": {"TeleopError"},
     "robot_rl.data.lerobot_format": {"DatasetError"},
-    "robot_rl.data.mcap_log": {"LogReadError"},
+    "robot_rl.data.mcap_log_reader": {"LogReadError"},
     "robot_rl.control.deploy_command": {"DeployError"},
 }
 

@@ -26,10 +26,8 @@ from robot_rl.data.mcap_log import (
     TOPICS,
     DeployLogWriter,
     LogExistsError,
-    log_summarize,
-    read_log,
-    summarize_log,
 )
+from robot_rl.data.mcap_log_reader import log_summarize, read_log, summarize_log
 from robot_rl.safety.filters import SafetyEvent
 
 N = 3000

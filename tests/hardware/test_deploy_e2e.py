@@ -31,7 +31,7 @@ from robot_rl.control.runtime import DeployRuntime
 from robot_rl.control.state_machine import ramp_duration
 from robot_rl.core.loop_timing import fifo_scheduling
 from robot_rl.core.types import JointCommand, RobotState
-from robot_rl.data.mcap_log import read_log
+from robot_rl.data.mcap_log_reader import read_log
 from robot_rl.hardware.unitree_dds import UnitreeDdsRobot
 from robot_rl.robots.spec import RobotSpec, load_robot
 

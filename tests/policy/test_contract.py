@@ -12,9 +12,8 @@ from robot_rl.policy.contract import (
     ContractMismatch,
     PolicyContract,
     Provenance,
-    check_contract,
-    compare_contracts,
 )
+from robot_rl.policy.contract_check import check_contract, compare_contracts
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec

@@ -245,7 +245,7 @@ def test_panda_reach_target_comes_from_a_point_stamped(ros):
 def test_recorder_writes_diagnostic_levels_as_integers_and_refuses_an_existing_file(ros, tmp_path):
     from robot_rl_ros.recorder_node import RecorderNode
 
-    from robot_rl.data.mcap_log import summarize_log
+    from robot_rl.data.mcap_log_reader import summarize_log
 
     output = tmp_path / "rec.mcap"
     probe = ros.add(rclpy.create_node("probe", context=ros.context))

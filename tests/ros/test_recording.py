@@ -200,14 +200,14 @@ def test_the_writer_flushes_at_least_every_flush_s(tmp_path):
     assert writer.flush_if_due() is True and path.stat().st_size > size
     assert writer.flush_if_due() is False  # nothing new
     # a process killed now: the message is readable from the file as it is
-    from robot_rl.data.mcap_log import read_log
+    from robot_rl.data.mcap_log_reader import read_log
 
     assert [r.data for r in read_log(path)] == [{"data": "first"}]
     writer.close()
 
 
 def test_log_summarize_reads_a_recorder_file_with_its_estop(tmp_path, capsys):
-    from robot_rl.data.mcap_log import log_summarize, summarize_log
+    from robot_rl.data.mcap_log_reader import log_summarize, summarize_log
 
     status = json.dumps({"mode": "estop", "lifecycle": "active", "events": [
         {"filter": "estop", "fault": True, "detail": "e-stop from service ~/estop", "joints": [], "text": "x"},
@@ -233,7 +233,7 @@ def test_log_summarize_reads_a_recorder_file_with_its_estop(tmp_path, capsys):
 
 
 def test_estop_messages_count_as_safety_events_when_no_deploy_status_is_recorded(tmp_path):
-    from robot_rl.data.mcap_log import summarize_log
+    from robot_rl.data.mcap_log_reader import summarize_log
     from robot_rl.ros.recording import safety_events
 
     assert safety_events("/estop", "std_msgs/msg/Bool", {"data": True}, 1.0) == [

@@ -6,7 +6,8 @@ import pytest
 from robot_rl.core.types import RobotState
 from robot_rl.data.lerobot_dataset import Feature, LeRobotDataset, LeRobotDatasetWriter
 from robot_rl.data.lerobot_validate import validate_dataset
-from robot_rl.data.mcap_log import EVENTS, STATE, read_log, summarize_log
+from robot_rl.data.mcap_log import EVENTS, STATE
+from robot_rl.data.mcap_log_reader import read_log, summarize_log
 from robot_rl.teleop.command import RecorderButtons, TeleopCommand
 from robot_rl.teleop.recorder import (
     COMMAND_NAMES,

@@ -8,7 +8,7 @@ import pytest
 from robot_rl.core.validate import ArgumentError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_validate import validate_dataset
-from robot_rl.data.mcap_log import summarize_log
+from robot_rl.data.mcap_log_reader import summarize_log
 from robot_rl.robots.spec import load_robot
 from robot_rl.teleop.command import RecorderButtons, TeleopCommand
 from robot_rl.teleop.recorder import TELEOP_COMMAND

@@ -101,7 +101,8 @@ def load_base(policy: str | Path, spec, task):
 def runs_in_task_env(contract, spec, task) -> bool:
     """Does a base with ``contract`` take the task's own observation and action (as the task's vectorized env,
     where a calibrated start trains, feeds them), with no recurrent state (the env's batches start from zero)?"""
-    from robot_rl.policy.contract import PolicyContract, compare_contracts
+    from robot_rl.policy.contract import PolicyContract
+    from robot_rl.policy.contract_check import compare_contracts
 
     native = PolicyContract.expected_from(spec, task.actor_obs, task.commands, task.action)
     return contract.recurrent is None and not compare_contracts(contract, native)
