@@ -75,32 +75,19 @@ _new = tuple.__new__
 def chain_step(
     limits: SafetyLimits, filter_state: FilterState, state: RobotState, proposed: JointCommand, now: float,
     *, action: np.ndarray | None = None, missed_deadlines: int = 0,
-    quiet: QuietTickCheck | None = None, reference_out: np.ndarray | None = None,
 ) -> tuple[SafetyOutput, FilterState]:
     """One tick of the chain, pure.
 
     ``now``: the tick's time (s, same clock every call; the scheduled deadline is best). ``action``: the
     policy's raw output, checked for NaN/inf. ``missed_deadlines``: deadlines passed since the previous
-    tick (see :func:`robot_rl.safety.deadlines.missed_deadlines`).
-
-    ``quiet`` and ``reference_out`` (both or neither; :class:`SafetyChain` passes them) make the common tick
-    cheap without changing any result: ``quiet`` first checks in a few numpy calls that no motion filter
-    would act (:mod:`robot_rl.safety.quiet_tick`), and the filters run only when it cannot tell; the new
-    rate-limit reference is then written into ``reference_out``, which must not be ``filter_state.reference``
-    (the caller owns it and alternates two). Without them every filter runs and the reference is a new array.
+    tick (see :func:`robot_rl.safety.deadlines.missed_deadlines`). Every filter runs and the new rate-limit
+    reference is a new array; :meth:`SafetyChain.step` adds the quiet-tick shortcut, with the same results.
     """
     if filter_state.fault:
         return SafetyOutput(damping_command(limits), _NO_EVENTS, True), filter_state
-    if quiet is None or not quiet.all_finite(state, proposed, action):
-        fault = check_finite(state, proposed, limits.num_joints, action, limits.joint_names)
-        if fault is not None:
-            return SafetyOutput(damping_command(limits), (fault,), True), filter_state._replace(fault=(fault,))
-
-    if quiet is not None and reference_out is not None and quiet.quiet(filter_state.reference, state, proposed,
-                                                                       reference_out):
-        # No motion filter acts: the command passes as it is; only the fault checks below remain.
-        return _fault_checks(limits, filter_state, state, proposed, now, missed_deadlines, [], proposed,
-                             reference_out)
+    fault = check_finite(state, proposed, limits.num_joints, action, limits.joint_names)
+    if fault is not None:
+        return SafetyOutput(damping_command(limits), (fault,), True), filter_state._replace(fault=(fault,))
     return _motion_filters(limits, filter_state, state, proposed, now, missed_deadlines)
 
 
@@ -260,14 +247,17 @@ class SafetyChain:
         self, state: RobotState, proposed: JointCommand, now: float,
         *, action: np.ndarray | None = None, missed_deadlines: int = 0,
     ) -> SafetyOutput:
-        # chain_step with its quiet-tick shortcut (quiet=, reference_out=), its dispatch written out here: the
-        # same calls in the same order, less a call with keyword arguments per tick.
+        """:func:`chain_step` on this chain, with its results, made cheap on the common tick: the quiet-tick check
+        (:mod:`robot_rl.safety.quiet_tick`) first tells in a few numpy calls that every array is finite and that
+        no motion filter would act; then the command passes as it is, only the fault checks run, and the new
+        rate-limit reference goes into the buffer the filter state does not hold. When it cannot tell, the
+        whole chain runs."""
         filter_state, quiet = self.filter_state, self._quiet
         a, b = self._references
         out = b if filter_state.reference is a else a
         if filter_state.fault or not quiet.all_finite(state, proposed, action):  # latched, or check_finite decides
             output, filter_state = chain_step(self.limits, filter_state, state, proposed, now, action=action,
-                                              missed_deadlines=missed_deadlines, quiet=None, reference_out=None)
+                                              missed_deadlines=missed_deadlines)
         elif quiet.quiet(filter_state.reference, state, proposed, out):
             output, filter_state = _fault_checks(self.limits, filter_state, state, proposed, now, missed_deadlines,
                                                  [], proposed, out)

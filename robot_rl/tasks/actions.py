@@ -21,17 +21,8 @@ class JointPositionAction:
     def decode(self, action: np.ndarray, default_q: np.ndarray) -> np.ndarray:
         return default_q + self.scale * np.clip(action, -self.clip, self.clip)
 
-    def decode_into(self, action: np.ndarray, default_q: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """:meth:`decode` into ``out`` (float64, shape of ``default_q``; not ``default_q``): the same operations,
-        so the same values to the bit, without allocating (the deploy tick)."""
-        # np.clip's Python wrapper costs more than the two ufuncs it amounts to (NaN propagates the same way).
-        np.maximum(action, -self.clip, out=out)
-        np.minimum(out, self.clip, out=out)
-        np.multiply(out, self.scale, out=out)
-        return np.add(default_q, out, out=out)
-
     def decoder(self, default_q: np.ndarray) -> ActionDecoder:
-        """:meth:`decode_into` for one default pose, faster (the deploy tick's)."""
+        """:meth:`decode` into preallocated targets for one default pose (the deploy tick's)."""
         return ActionDecoder(self, default_q)
 
     def encode(self, q_target: np.ndarray, default_q: np.ndarray) -> np.ndarray:
@@ -45,9 +36,10 @@ class JointPositionAction:
 
 
 class ActionDecoder:
-    """:meth:`JointPositionAction.decode_into` for one default pose, with every constant an array of the pose's
-    shape, made once: each of the four numpy calls then runs numpy's fast loop (a Python float operand costs
-    like a broadcast, ≈ twice as much). The same operations on the same values, so the same targets to the bit."""
+    """:meth:`JointPositionAction.decode` for one default pose, without allocating: every constant is an array of
+    the pose's shape, made once, so each of the four numpy calls runs numpy's fast loop (a Python float operand
+    costs like a broadcast, ≈ twice as much); ``np.clip`` is its two ufuncs (NaN propagates the same way). The
+    same operations on the same values, so the same targets to the bit."""
 
     def __init__(self, action: JointPositionAction, default_q: np.ndarray):
         default = np.array(default_q, dtype=np.float64)

@@ -203,7 +203,8 @@ def test_act_runs_through_onnxruntimes_cpp_binding_and_equals_the_public_call(po
     """act calls the C++ run_with_iobinding that onnxruntime's Python method wraps (its per-call checks cost ≈ 0.4 µs
     a tick): with the installed onnxruntime it must find it, and give what the public method gives."""
     policy = load_policy(policy_file, CONTRACT)
-    assert policy._run.func is not policy.session.run_with_iobinding  # the wrapped C++ method, not the wrapper
+    # The C++ session's method (bound to onnxruntime's private _sess), not the Python wrapper bound to the session.
+    assert policy._run.func.__self__ is policy.session._sess
     obs = np.random.default_rng(4).normal(size=(1, CONTRACT.obs_dim)).astype(np.float32)
     got = policy.act(obs).copy()
     policy.session.run_with_iobinding(policy._binding)
