@@ -9,10 +9,16 @@ within the budget"); FastTD3's median over PPO's is the race's ratio (goal ≤ 0
 against wall time and against env steps) on one plot; FastTD3 runs add their ``profile.json`` (where the
 time went: env step, updates, replay sampling).
 
-    nice -n 10 python benchmarks/bench_offpolicy_race.py --minutes 30 --seeds 1 2 3 \\
+    nice -n 10 python benchmarks/bench_offpolicy_race.py --minutes 45 --seeds 1 2 3 \\
         --out benchmarks/results/offpolicy_race
 
 Training time is measured to each checkpoint's write; evaluation runs after training and is not counted.
+
+The race takes about 5 h of a 2-core machine (6 runs × 45 min, then scoring), longer than one session, so it runs
+in pieces: a finished run leaves ``race_run.json`` in its run directory and its scores in ``race_eval.json``, and
+a later invocation with the same ``--log-dir``, ``--task`` and ``--minutes`` reuses both instead of training or
+scoring again. Train one piece per quiet stretch (``--algos ppo --seeds 1``), then ask for the whole race
+(``--seeds 1 2 3``): only the missing runs train, and the summary covers every run.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ ALGOS = ("ppo", "fasttd3")
 
 @dataclasses.dataclass(frozen=True)
 class Args:
-    minutes: float = 30.0  # training wall clock per run
+    minutes: float = 45.0  # training wall clock per run (PPO walked at 40.9 min here)
     seeds: tuple[int, ...] = (1, 2, 3)
     algos: tuple[str, ...] = ALGOS
     task: str = "a1-flat"
@@ -60,12 +66,47 @@ class RunResult:
         return next((r for r in self.rows if r.walks), None)
 
 
+RUN_MARK = "race_run.json"  # written once a run has trained its whole budget: what it was asked for
+EVAL_MARK = "race_eval.json"  # its scores and the criterion they were scored with
+
+
+def finished_run(args: Args, algo: str, seed: int) -> Path | None:
+    """The newest run of ``algo`` and ``seed`` under ``args.log_dir`` that trained ``args.task`` for
+    ``args.minutes`` to the end (an interrupted run has no mark and trains again)."""
+    wanted = {"algo": algo, "seed": seed, "task": args.task, "minutes": args.minutes}
+    found = []
+    for mark in (args.log_dir / args.task).glob(f"*_race_{algo}_s{seed}/{RUN_MARK}"):
+        record = json.loads(mark.read_text())
+        if {k: record.get(k) for k in wanted} == wanted:
+            found.append(mark.parent)
+    return max(found, key=lambda p: p.name) if found else None  # the timestamped names sort in time
+
+
 def train_run(args: Args, algo: str, seed: int) -> Path:
     from robot_rl.learn.train import TrainArgs, train
 
     final = train(TrainArgs(task=args.task, algo=algo, seed=seed, max_minutes=args.minutes, log_dir=args.log_dir,
                             run_name=f"race_{algo}_s{seed}", progress=False))
+    mark = {"algo": algo, "seed": seed, "task": args.task, "minutes": args.minutes,
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+            "load_average_at_end": os.getloadavg(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    (final.parent / RUN_MARK).write_text(json.dumps(mark, indent=2))
     return final.parent
+
+
+def scored_rows(args: Args, run_dir: Path, threshold: float) -> list[Row]:
+    """The run's checkpoints against the criterion, from its ``race_eval.json`` where that was scored with the same
+    criterion (episodes, threshold, every), else scored now and written there."""
+    criterion = {"episodes": args.episodes, "threshold_m_s": threshold, "every": args.every}
+    cache = run_dir / EVAL_MARK
+    if cache.is_file():
+        record = json.loads(cache.read_text())
+        if record.get("criterion") == criterion:
+            print(f"    scores reused from {cache}", flush=True)
+            return [Row(**row) for row in record["rows"]]
+    rows = evaluate_run(run_dir, args.task, episodes=args.episodes, threshold_m_s=threshold, every=args.every)
+    cache.write_text(json.dumps({"criterion": criterion, "rows": [dataclasses.asdict(r) for r in rows]}, indent=2))
+    return rows
 
 
 def summarize(results: list[RunResult], algos: tuple[str, ...]) -> dict:
@@ -121,16 +162,19 @@ def main(args: Args) -> None:
     results = []
     for seed in args.seeds:  # seed-major: a machine's load drifting over the race hits both algorithms alike
         for algo in args.algos:
-            print(f"=== {algo} seed {seed}: {args.minutes} min", flush=True)
-            run_dir = train_run(args, algo, seed)
+            run_dir = finished_run(args, algo, seed)
+            if run_dir is not None:
+                print(f"=== {algo} seed {seed}: reusing {run_dir} (trained {args.minutes} min before)", flush=True)
+            else:
+                print(f"=== {algo} seed {seed}: {args.minutes} min", flush=True)
+                run_dir = train_run(args, algo, seed)
             profile_path = run_dir / "profile.json"
             profile = json.loads(profile_path.read_text()) if profile_path.is_file() else None
             results.append(RunResult(algo, seed, str(run_dir), [], profile))
     threshold = 0.15
     for i, r in enumerate(results):
         print(f"=== evaluating {r.algo} seed {r.seed} ({r.run_dir})", flush=True)
-        rows = evaluate_run(Path(r.run_dir), args.task, episodes=args.episodes, threshold_m_s=threshold,
-                            every=args.every)
+        rows = scored_rows(args, Path(r.run_dir), threshold)
         results[i] = dataclasses.replace(r, rows=rows)
     summary = summarize(results, args.algos)
     title = f"{args.task}: time to walk, PPO vs FastTD3" + (f" ({args.label})" if args.label else "")
@@ -143,6 +187,7 @@ def main(args: Args) -> None:
         "criterion": {"episodes": args.episodes, "command": [0.5, 0.0, 0.0], "threshold_m_s": threshold},
         "summary": summary,
         "runs": [{"algo": r.algo, "seed": r.seed, "run_dir": r.run_dir, "profile": r.profile,
+                  "trained": json.loads((Path(r.run_dir) / RUN_MARK).read_text()),  # when, on what, under what load
                   "first_walk": None if r.first_walk is None else dataclasses.asdict(r.first_walk),
                   "rows": [dataclasses.asdict(x) for x in r.rows]} for r in results],
     }

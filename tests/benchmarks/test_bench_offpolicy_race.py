@@ -35,3 +35,41 @@ def test_a_seed_that_never_walks_leaves_no_median(benchmark_module):
                               bench.ALGOS)
     assert summary["fasttd3"] == {"runs": 2, "reached": 1, "median_minutes": None, "median_env_steps": None}
     assert "wall_ratio_fasttd3_over_ppo" not in summary
+
+
+def _mark(bench, run_dir, **fields):
+    run_dir.mkdir(parents=True)
+    (run_dir / bench.RUN_MARK).write_text(__import__("json").dumps(fields))
+    return run_dir
+
+
+def test_only_a_run_that_trained_the_same_budget_to_the_end_is_reused(benchmark_module, tmp_path):
+    bench = benchmark_module("bench_offpolicy_race")
+    args = bench.Args(minutes=45.0, log_dir=tmp_path)
+    task = tmp_path / "a1-flat"
+    (task / "2026-01-01_00-00-00_race_ppo_s1").mkdir(parents=True)  # interrupted: no mark
+    assert bench.finished_run(args, "ppo", 1) is None
+    _mark(bench, task / "2026-01-01_01-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=3.0)
+    assert bench.finished_run(args, "ppo", 1) is None  # a smoke run's shorter budget
+    older = _mark(bench, task / "2026-01-02_00-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=45.0)
+    newer = _mark(bench, task / "2026-01-03_00-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=45.0)
+    assert older.is_dir() and bench.finished_run(args, "ppo", 1) == newer
+    assert bench.finished_run(args, "ppo", 2) is None and bench.finished_run(args, "fasttd3", 1) is None
+
+
+def test_scores_are_reused_only_for_the_same_criterion(benchmark_module, tmp_path, monkeypatch):
+    bench = benchmark_module("bench_offpolicy_race")
+    calls = []
+
+    def evaluate(run_dir, task, episodes, threshold_m_s, every):
+        calls.append((episodes, every))
+        return [bench.Row("model_0.pt", 0.0, 0, 0.5, 0.5, 0, episodes, False),
+                bench.Row("model_50.pt", 40.0, 9000, 0.1, 0.1, 0, episodes, True)]
+
+    monkeypatch.setattr(bench, "evaluate_run", evaluate)
+    args = bench.Args(log_dir=tmp_path, every=2)
+    first = bench.scored_rows(args, tmp_path, 0.15)
+    again = bench.scored_rows(args, tmp_path, 0.15)
+    assert again == first and first[1].walks and len(calls) == 1  # the second came from race_eval.json
+    bench.scored_rows(bench.Args(log_dir=tmp_path, every=1), tmp_path, 0.15)
+    assert calls == [(20, 2), (20, 1)]  # another criterion scores again
