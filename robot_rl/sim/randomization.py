@@ -222,8 +222,10 @@ def push_probability(cfg: RandomizationCfg, dt: float) -> float:
 
 
 def push_scale(cfg: RandomizationCfg, policy_time_s: float) -> float:
-    """The push curriculum: the share of the largest kick available after this much policy time."""
-    return 1.0 if cfg.push_ramp_s <= 0 else min(1.0, policy_time_s / cfg.push_ramp_s)
+    """The push curriculum: the largest kick available after this much policy time, as a multiple of
+    ``push_max_vel_m_s`` (ramping up to ``push_overshoot``)."""
+    ramp = 1.0 if cfg.push_ramp_s <= 0 else min(1.0, policy_time_s / cfg.push_ramp_s)
+    return cfg.push_overshoot * ramp
 
 
 def stiff_contact_envs(n: int, fraction: float) -> np.ndarray:

@@ -28,8 +28,9 @@ GO2_COMMANDS = CommandSpec(names=("lin_vel_x", "lin_vel_y", "ang_vel_z"),
 
 # The A1 recipe's DR with three quarters of the envs (not a quarter) on the gate's stiff elliptic-cone contact: the Go2
 # trained with a quarter learned a gait that loses half its forward speed there, and falls there at DR corners with
-# half (RESULTS_training.md, go2-flat).
-GO2_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, stiff_contact_fraction=0.75)
+# half. Training kicks reach 1.3 m/s, the claimed 1 m/s × 1.3: with kicks only up to 1 m/s, the policy fell in the
+# suite's 1 m/s shoves in the stiff contact (RESULTS_training.md, go2-flat).
+GO2_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, stiff_contact_fraction=0.75, push_overshoot=1.3)
 
 
 def go2_flat() -> TaskCfg:

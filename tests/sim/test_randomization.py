@@ -169,6 +169,23 @@ def test_pushes_come_from_every_direction_up_to_the_ramped_maximum():
     assert dr.push_probability(dataclasses.replace(cfg, push_max_vel_m_s=0.0), 0.02) == 0.0
 
 
+def test_training_kicks_overshoot_the_claimed_range_and_the_suite_shoves_at_the_claim():
+    from robot_rl.evaluation.robustness import suite_conditions
+    from robot_rl.robots.spec import load_robot
+    from robot_rl.tasks.registry import make_task
+
+    cfg = dr.RandomizationCfg(push_interval_s=4.0, push_max_vel_m_s=1.0, push_ramp_s=100.0, push_overshoot=1.3)
+    assert dr.push_scale(cfg, 50.0) == pytest.approx(0.65) and dr.push_scale(cfg, 1e4) == pytest.approx(1.3)
+    speed = np.linalg.norm(dr.push_velocity(cfg, np.random.default_rng(1), 4000, dr.push_scale(cfg, 1e4)), axis=1)
+    assert 1.29 < speed.max() <= 1.3 and np.mean(speed > 0.9) > 0.25  # uniform to 1.0 would give 0.1
+    task = make_task("a1-flat")
+    task = dataclasses.replace(task, randomization=dataclasses.replace(task.randomization, push_overshoot=1.3))
+    shoves = {c.shove_m_s for c in suite_conditions(task, load_robot("a1")) if c.group == "shove"}
+    assert shoves == {0.5, 1.0}
+    with pytest.raises(ValueError, match="push_overshoot"):
+        dr.RandomizationCfg(push_overshoot=0.9)
+
+
 @pytest.mark.parametrize(("n", "fraction", "expected"), [(8, 0.25, [3, 7]), (4, 0.0, []), (3, 1.0, [0, 1, 2]),
                                                           (256, 0.25, None)])
 def test_stiff_contact_envs_are_spread_over_the_indices(n, fraction, expected):
