@@ -40,7 +40,7 @@ class RandomizationCfg:
     # horizontal velocity kick in a uniformly random direction whose speed is uniform up to the maximum: the
     # robustness suite shoves from every direction at any gait phase, so training must too.
     push_interval_s: float | None = None  # mean time between two pushes of one env
-    push_max_vel_m_s: float = 0.0  # largest kick (m/s), any horizontal direction
+    push_max_vel_m_s: float = 0.0  # largest kick the task claims to withstand (m/s), any horizontal direction
     push_ramp_s: float = 0.0  # curriculum: the largest kick grows linearly from 0 over this much policy time
     # Training kicks reach push_max_vel_m_s × this. push_max_vel_m_s stays the range the task claims, the one the
     # robustness suite shoves at: with speeds uniform up to the claim, kicks near it are rare in training.
