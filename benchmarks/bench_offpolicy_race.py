@@ -42,7 +42,7 @@ ALGOS = ("ppo", "fasttd3")
 
 @dataclasses.dataclass(frozen=True)
 class Args:
-    minutes: float = 45.0  # training wall clock per run (PPO walked at 40.9 min here)
+    minutes: float = 45.0  # training wall clock per run (the documented race: RESULTS_offpolicy_race.md)
     seeds: tuple[int, ...] = (1, 2, 3)
     algos: tuple[str, ...] = ALGOS
     task: str = "a1-flat"
@@ -64,6 +64,10 @@ class RunResult:
     @property
     def first_walk(self) -> Row | None:
         return next((r for r in self.rows if r.walks), None)
+
+
+def machine() -> str:
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 RUN_MARK = "race_run.json"  # written once a run has trained its whole budget: what it was asked for
@@ -88,7 +92,7 @@ def train_run(args: Args, algo: str, seed: int) -> Path:
     final = train(TrainArgs(task=args.task, algo=algo, seed=seed, max_minutes=args.minutes, log_dir=args.log_dir,
                             run_name=f"race_{algo}_s{seed}", progress=False))
     mark = {"algo": algo, "seed": seed, "task": args.task, "minutes": args.minutes,
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+            "machine": machine(),
             "load_average_at_end": os.getloadavg(), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     (final.parent / RUN_MARK).write_text(json.dumps(mark, indent=2))
     return final.parent
@@ -182,7 +186,7 @@ def main(args: Args) -> None:
     plot(results, args.out.with_suffix(".png"), title, threshold)
     record = {
         "label": args.label, "task": args.task, "minutes_per_run": args.minutes, "seeds": list(args.seeds),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "load_average_at_end": os.getloadavg(), "total_wall_min": (time.time() - started) / 60,
         "criterion": {"episodes": args.episodes, "command": [0.5, 0.0, 0.0], "threshold_m_s": threshold},
         "summary": summary,

@@ -208,7 +208,8 @@ def sample_latency(cfg: RandomizationCfg, rng: np.random.Generator, n: int) -> n
 
 def push_velocity(cfg: RandomizationCfg, rng: np.random.Generator, n: int, scale: float = 1.0) -> np.ndarray:
     """(n, 2) horizontal velocity added to the base: a uniformly random direction, a speed uniform up to
-    ``scale`` × the largest kick (``scale`` < 1 while the push curriculum ramps up)."""
+    ``scale`` × ``push_max_vel_m_s`` (``scale``: :func:`push_scale`, below 1 while the curriculum ramps up, up to
+    ``push_overshoot`` after)."""
     angle = rng.uniform(0.0, 2 * np.pi, size=n)
     speed = rng.uniform(0.0, cfg.push_max_vel_m_s * scale, size=n)
     return np.stack([speed * np.cos(angle), speed * np.sin(angle)], axis=1)

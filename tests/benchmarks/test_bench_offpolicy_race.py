@@ -52,8 +52,9 @@ def test_only_a_run_that_trained_the_same_budget_to_the_end_is_reused(benchmark_
     _mark(bench, task / "2026-01-01_01-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=3.0)
     assert bench.finished_run(args, "ppo", 1) is None  # a smoke run's shorter budget
     older = _mark(bench, task / "2026-01-02_00-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=45.0)
+    assert bench.finished_run(args, "ppo", 1) == older
     newer = _mark(bench, task / "2026-01-03_00-00-00_race_ppo_s1", algo="ppo", seed=1, task="a1-flat", minutes=45.0)
-    assert older.is_dir() and bench.finished_run(args, "ppo", 1) == newer
+    assert bench.finished_run(args, "ppo", 1) == newer  # the newest of two finished runs
     assert bench.finished_run(args, "ppo", 2) is None and bench.finished_run(args, "fasttd3", 1) is None
 
 
