@@ -74,3 +74,30 @@ def test_scores_are_reused_only_for_the_same_criterion(benchmark_module, tmp_pat
     assert again == first and first[1].walks and len(calls) == 1  # the second came from race_eval.json
     bench.scored_rows(bench.Args(log_dir=tmp_path, every=1), tmp_path, 0.15)
     assert calls == [(20, 2), (20, 1)]  # another criterion scores again
+
+
+def test_a_run_is_bounded_by_its_minutes_only_and_leaves_its_mark(benchmark_module, tmp_path, monkeypatch):
+    import json
+
+    import robot_rl.learn.train as train_module
+
+    bench = benchmark_module("bench_offpolicy_race")
+    asked = []
+
+    def train(args):  # stands in for the trainer: records what it was asked and writes a final checkpoint
+        asked.append(args)
+        run = tmp_path / args.task / f"2026-01-01_00-00-00_{args.run_name}"
+        run.mkdir(parents=True)
+        (run / "model_10.pt").write_bytes(b"")
+        return run / "model_10.pt"
+
+    monkeypatch.setattr(train_module, "train", train)
+    args = bench.Args(minutes=45.0, log_dir=tmp_path)
+    run = bench.train_run(args, "ppo", 2)
+    (sent,) = asked
+    # PPO's task default (3000 iterations on a1-flat) would end a quiet machine's run before its 45 minutes
+    assert sent.max_minutes == 45.0 and sent.max_iterations == bench.RACE_MAX_ITERATIONS > 3000
+    mark = json.loads((run / bench.RUN_MARK).read_text())
+    assert {k: mark[k] for k in ("algo", "seed", "task", "minutes")} == {"algo": "ppo", "seed": 2, "task": "a1-flat",
+                                                                         "minutes": 45.0}
+    assert bench.finished_run(args, "ppo", 2) == run
