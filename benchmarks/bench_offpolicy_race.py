@@ -90,8 +90,8 @@ def finished_run(args: Args, algo: str, seed: int) -> Path | None:
 def train_run(args: Args, algo: str, seed: int) -> Path:
     from robot_rl.learn.train import TrainArgs, train
 
-    # The clock is the only bound, for both: PPO's task default (a1-flat: 3000 iterations) ends a quiet machine's
-    # run before the budget (about 26 min at 10k env steps/s), while FastTD3's default bound is never reached.
+    # The clock is the only bound, for both algorithms: a task's PPO iteration default (a1-flat: 3000) can end a
+    # fast machine's run before its minutes are up, which would cut one side of the race short.
     final = train(TrainArgs(task=args.task, algo=algo, seed=seed, max_minutes=args.minutes,
                             max_iterations=RACE_MAX_ITERATIONS, log_dir=args.log_dir,
                             run_name=f"race_{algo}_s{seed}", progress=False))
