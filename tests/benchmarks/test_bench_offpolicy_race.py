@@ -80,6 +80,7 @@ def test_a_run_is_bounded_by_its_minutes_only_and_leaves_its_mark(benchmark_modu
     import json
 
     import robot_rl.learn.train as train_module
+    from robot_rl.tasks.registry import make_task
 
     bench = benchmark_module("bench_offpolicy_race")
     asked = []
@@ -95,8 +96,9 @@ def test_a_run_is_bounded_by_its_minutes_only_and_leaves_its_mark(benchmark_modu
     args = bench.Args(minutes=45.0, log_dir=tmp_path)
     run = bench.train_run(args, "ppo", 2)
     (sent,) = asked
-    # PPO's task default (3000 iterations on a1-flat) would end a quiet machine's run before its 45 minutes
-    assert sent.max_minutes == 45.0 and sent.max_iterations == bench.RACE_MAX_ITERATIONS > 3000
+    # PPO's task default (a1-flat: 3000 iterations) would end a quiet machine's run before its 45 minutes
+    task_bound = make_task(args.task).ppo.max_iterations
+    assert sent.max_minutes == 45.0 and sent.max_iterations == bench.RACE_MAX_ITERATIONS > task_bound
     mark = json.loads((run / bench.RUN_MARK).read_text())
     assert {k: mark[k] for k in ("algo", "seed", "task", "minutes")} == {"algo": "ppo", "seed": 2, "task": "a1-flat",
                                                                          "minutes": 45.0}
