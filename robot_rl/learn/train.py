@@ -189,6 +189,17 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     seed_everything(seed)
     set_torch_threads(args.torch_threads)
 
+    env = None
+    if args.algo == "ppo":  # built before the run directory: an env that cannot be built leaves no empty run behind
+        if args.backend == "warp":
+            from robot_rl.sim.warp_vec_env import WarpVecEnv
+
+            env = WarpVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, device=_device(args, rank))
+        else:
+            from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+            env = MujocoVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize,
+                               nthread=args.physics_threads)
     run_dir = None
     if rank.main:  # one writer: the other ranks neither create nor write the run directory
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
@@ -202,14 +213,6 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     if args.algo == "fasttd3":
         return None, _train_fasttd3(args, task, spec, run_dir, started)
 
-    if args.backend == "warp":
-        from robot_rl.sim.warp_vec_env import WarpVecEnv
-
-        env = WarpVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, device=_device(args, rank))
-    else:
-        from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
-
-        env = MujocoVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, nthread=args.physics_threads)
     vec = RslRlVecEnv(env)
     total = task.ppo.max_iterations
     console = open(run_dir / "rsl_rl.log", "w") if run_dir is not None else open(os.devnull, "w")  # noqa: SIM115

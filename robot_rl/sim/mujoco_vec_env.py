@@ -39,7 +39,7 @@ from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, yaw_quat
 from robot_rl.sim.env_terms import TaskTermsMixin
 from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.push_objects import PushObject
-from robot_rl.sim.world import build_training_world, write_heightfield
+from robot_rl.sim.world import build_training_world, check_model_copies_fit, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
 from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
 from robot_rl.tasks.rewards import soft_limits
@@ -90,6 +90,7 @@ class MujocoVecEnv(TaskTermsMixin):
         self.world = build_training_world(spec, task.terrain, scene=scene)
         self.robot = robot = self.world.robot
         base_model = robot.model
+        check_model_copies_fit(base_model, n, f"task {task.name!r} on the CPU backend")
         self.models = [copy.copy(base_model) for _ in range(n)]
         self._scratch = mujoco.MjData(base_model)
         self.dt = spec.timing.policy_period_s

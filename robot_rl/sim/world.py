@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from robot_rl.core.errors import RobotRLError
 from robot_rl.hardware.sim_robot import SimScene, add_scene, no_gravcomp_on_objects
 from robot_rl.robots.mujoco_model import MujocoRobot, build_mujoco_model
 from robot_rl.robots.spec import RobotSpec
@@ -53,6 +54,37 @@ class TrainingWorld:
         """Put a copy of the training model back on the builder's contact (what the gate's MuJoCo runs)."""
         if self.builder_contact is not None:
             model.opt.cone, model.opt.impratio = self.builder_contact
+
+
+class ModelCopiesDoNotFit(RobotRLError, MemoryError):
+    """The env's per-env model copies would not fit in this machine's available memory."""
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (what can be allocated without swapping); None where there is none."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_model_copies_fit(model: mujoco.MjModel, copies: int, what: str, available: int | None = None) -> None:
+    """Refuse, in one line, ``copies`` copies of ``model`` that would not fit in ``available`` bytes (default: this
+    machine's available memory), rather than have the kernel kill the process part-way through allocating them. A
+    model with collision meshes is large (Unitree's G1: about 41 MB, most of it the meshes' bounding-volume trees),
+    and the CPU env holds one copy per env."""
+    available = available_memory_bytes() if available is None else available
+    need = copies * model.nbuffer
+    if available is not None and need > 0.9 * available:
+        fits = max(int(0.9 * available // model.nbuffer), 0)
+        raise ModelCopiesDoNotFit(
+            f"{what}: {copies} envs need {need / 2**30:.1f} GiB for their MuJoCo model copies "
+            f"({model.nbuffer / 2**20:.0f} MiB each) and {available / 2**30:.1f} GiB is available; "
+            f"use --num-envs {fits} or fewer, or --backend warp (one batched model)")
 
 
 def _add_contact_sensor(mjs: mujoco.MjSpec, name: str, body: str) -> None:

@@ -10,6 +10,7 @@ from robot_rl.learn.play import PlayArgs, offscreen_backend_problem, play
 from robot_rl.learn.ppo import CheckpointError, read_checkpoint_info
 from robot_rl.learn.train import TrainArgs, configure_task, train
 from robot_rl.sim.randomization import UnknownRandomizationKey
+from robot_rl.sim.world import ModelCopiesDoNotFit
 from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
 from robot_rl.typed_yaml import ConfigError
 
@@ -68,6 +69,14 @@ def test_a_checkpoint_of_another_task_is_refused(checkpoint, tmp_path):
     with pytest.raises(CheckpointError, match="trained for task 'a1-flat'"):
         train(TrainArgs(task="panda-reach", log_dir=tmp_path, resume=checkpoint, **TINY))
     assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_envs_whose_model_copies_do_not_fit_are_refused_before_a_run_is_created(tmp_path, monkeypatch):
+    # As the G1 (41 MB per model, meshes) at 1024 CPU envs on a 24 GB machine, which the kernel killed part-way.
+    monkeypatch.setattr("robot_rl.sim.world.available_memory_bytes", lambda: 64 * 2**20)
+    with pytest.raises(ModelCopiesDoNotFit, match=r"'a1-flat' on the CPU backend: 100000 envs need .* --num-envs"):
+        train(TrainArgs(task="a1-flat", log_dir=tmp_path, **{**TINY, "num_envs": 100_000}))
+    assert not list(tmp_path.rglob("*")), "no run directory for a run that never started"
 
 
 def test_bad_task_and_randomization_keys_are_clear_errors():
