@@ -67,10 +67,11 @@ class GateConfig:
         "all filters together, from the runtime's diagnostics")
     # -- timing -------------------------------------------------------------------------------------------
     max_step_compute_p99_fraction: float = _doc(
-        0.5, "99th percentile of the time inside runtime.step (observation, policy, safety chain) while "
-        "the policy runs, as a fraction of the policy period. Generous on purpose: the gate runs in lockstep "
-        "on shared machines, where preemption by other processes lands in this percentile; real-time loop "
-        "behaviour is measured by benchmarks/bench_loop_timing.py and bench_policy_tick.py")
+        0.5, "99th percentile of the CPU time the control thread spends inside runtime.step (observation, "
+        "policy, safety chain) while the policy runs, as a fraction of the policy period. CPU time, not wall "
+        "time: the gate runs in lockstep on shared machines, and another process's preemption is not the "
+        "policy's cost; real-time loop behaviour is measured by benchmarks/bench_loop_timing.py and "
+        "bench_policy_tick.py")
     # -- reach tasks --------------------------------------------------------------------------------------
     reach_final_error_max_m: float = _doc(
         0.03, "tool-point distance to each target at the end of its segment, worst target", "m")

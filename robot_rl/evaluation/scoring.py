@@ -88,7 +88,7 @@ class SimRun:
     simulator: str
     record: RunRecord
     base_ang_vel: np.ndarray  # (T, 3) gyro as read by the loop, body frame
-    step_compute_s: np.ndarray  # (T,) wall time inside runtime.step
+    step_compute_s: np.ndarray  # (T,) CPU time of the control thread inside runtime.step
     setup_s: float = 0.0
     tip_pos: np.ndarray | None = None  # (T, 3) reach tasks: tool point in the base frame
     object_pos: np.ndarray | None = None  # (T, 3) object-goal tasks: the scene's object in the base frame

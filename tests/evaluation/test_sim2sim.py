@@ -186,3 +186,33 @@ def test_object_goal_gate_scores_the_objects_final_distance_to_the_goal(tmp_path
     assert checks["safety interventions per tick"].passed
     for sim, run in result.runs.items():
         assert run.object_pos is not None and np.all(np.isfinite(run.object_pos)), sim
+
+
+class _SleepyRuntime:
+    """A runtime whose step waits (as a preempted one would) or computes."""
+
+    def __init__(self, busy: bool):
+        self.busy = busy
+
+    def step(self, state, now, missed_deadlines=0):
+        import time
+
+        if self.busy:
+            end = time.perf_counter() + 0.02
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(0.05)
+        return "result"
+
+
+def test_the_step_stopwatch_counts_cpu_time_not_time_spent_waiting():
+    from robot_rl.evaluation.sim2sim import _TimedRuntime
+
+    waiting = _TimedRuntime(_SleepyRuntime(busy=False), capacity=2)
+    assert waiting.step(None, 0.0) == "result"
+    assert waiting.compute_s[0] < 0.01  # 50 ms of wall time off the CPU: not the policy's cost
+    working = _TimedRuntime(_SleepyRuntime(busy=True), capacity=2)
+    working.step(None, 0.0)
+    assert 0.0 < working.compute_s[0] <= 0.05  # at most the 20 ms it spun (plus clock granularity)
+    assert working.busy  # other attributes pass through to the runtime
