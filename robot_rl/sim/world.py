@@ -78,9 +78,12 @@ def check_model_copies_fit(model: mujoco.MjModel, copies: int, what: str, availa
     model with collision meshes is large (Unitree's G1: about 41 MB, most of it the meshes' bounding-volume trees),
     and the CPU env holds one copy per env."""
     available = available_memory_bytes() if available is None else available
+    if available is None:
+        return
+    usable = available * 9 // 10  # integers: the verdict does not depend on float rounding
     need = copies * model.nbuffer
-    if available is not None and need > 0.9 * available:
-        fits = max(int(0.9 * available // model.nbuffer), 0)
+    if need > usable:
+        fits = usable // model.nbuffer
         raise ModelCopiesDoNotFit(
             f"{what}: {copies} envs need {need / 2**30:.1f} GiB for their MuJoCo model copies "
             f"({model.nbuffer / 2**20:.0f} MiB each) and {available / 2**30:.1f} GiB is available; "

@@ -4,6 +4,7 @@ and bad input gets a clear error."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -195,8 +196,6 @@ class _SleepyRuntime:
         self.busy = busy
 
     def step(self, state, now, missed_deadlines=0):
-        import time
-
         if self.busy:
             end = time.perf_counter() + 0.02
             while time.perf_counter() < end:
