@@ -46,10 +46,14 @@ class StateReward:
         self.task, self.spec = task, spec
         self.cfg = task.rewards.for_robot(spec.sim_model.base_height)
         self.dt = spec.timing.policy_period_s
-        self.soft_lower, self.soft_upper = soft_limits(spec.position_lower, spec.position_upper,
+        # The joints the policy drives (the G1's legs; every joint elsewhere): the training env computes every
+        # joint term over these, and the action-side terms (chain_clips, rate) pair them with the action.
+        self._idx = idx = spec.policy_joint_indices
+        self.soft_lower, self.soft_upper = soft_limits(spec.position_lower[idx], spec.position_upper[idx],
                                                        task.rewards.soft_limit_fraction)
         self.floating = spec.sim_model.floating_base
         self._chain = SafetyLimits.from_spec(spec)
+        self._chain_bounds = (self._chain.soft_lower[idx], self._chain.soft_upper[idx])
         self.kinematics = None
         if spec.sim_model.end_effector_body is not None and task.terms.uses_tool:
             from robot_rl.teleop.arm_ik import ArmKinematics
@@ -104,18 +108,21 @@ class StateReward:
 
     def _inputs(self, state: RobotState, command: np.ndarray, action: np.ndarray, last_action: np.ndarray,
                 terminated: bool) -> RewardInputs:
-        q, dq = np.asarray(state.q, dtype=np.float64)[None], np.asarray(state.dq, dtype=np.float64)[None]
+        idx = self._idx
+        q = np.asarray(state.q, dtype=np.float64)[idx][None]
+        dq = np.asarray(state.dq, dtype=np.float64)[idx][None]
         last_dq = dq if self._last_dq is None else self._last_dq
         inputs = RewardInputs(
             dt=self.dt, command=np.asarray(command, dtype=np.float64)[None], q=q, dq=dq, last_dq=last_dq,
-            default_q=self.spec.default_positions, q_soft_lower=self.soft_lower, q_soft_upper=self.soft_upper,
-            torque=np.asarray(state.tau, dtype=np.float64)[None], action=np.asarray(action, dtype=np.float64)[None],
+            default_q=self.spec.default_positions[idx], q_soft_lower=self.soft_lower, q_soft_upper=self.soft_upper,
+            torque=np.asarray(state.tau, dtype=np.float64)[idx][None],
+            action=np.asarray(action, dtype=np.float64)[None],
             last_action=np.asarray(last_action, dtype=np.float64)[None], terminated=np.array([terminated]),
             max_action_step=self.task.action.max_step(self.spec.safety.max_target_rate_rad_s, self.dt),
             action_scale=self.task.action.scale,
         )
-        inputs.target_lower, inputs.target_upper = velocity_aware_bounds(
-            q, dq, self._chain, position=(self._chain.soft_lower, self._chain.soft_upper))
+        inputs.target_lower, inputs.target_upper = velocity_aware_bounds(q, dq, self._chain,
+                                                                         position=self._chain_bounds)
         if self.floating:
             inputs.base_ang_vel = np.asarray(state.base_ang_vel, dtype=np.float64)[None]
             inputs.projected_gravity = projected_gravity(np.asarray(state.base_quat, dtype=np.float64)[None])

@@ -99,3 +99,37 @@ def test_push_terms_are_dropped_without_an_object_position():
     assert reward.object_error(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0])) == np.inf
     with pytest.raises(ValueError, match="has no tool-point target"):
         reward.tip_error(_state(spec.default_positions, np.zeros(7)), np.array([0.6, 0.0]))
+
+
+def test_a_legs_only_policys_reward_is_over_the_joints_it_drives():
+    """The G1's policy drives its 12 legs of 29 joints: the joint terms and the chain's clips pair the legs' state
+    with the 12 actions, as the training env computes them (it observes the policy joints only)."""
+    from robot_rl.safety.filters import SafetyLimits, velocity_aware_bounds
+    from robot_rl.tasks.rewards import RewardInputs, compute_rewards
+
+    task, spec = make_task("g1-flat"), load_robot("g1")
+    legs = spec.policy_joint_indices
+    assert (len(legs), spec.num_joints) == (12, 29)
+    reward = StateReward(task, spec)
+    rng = np.random.default_rng(4)
+    q = spec.default_positions + rng.normal(0.0, 0.05, spec.num_joints)
+    dq = rng.normal(0.0, 0.5, spec.num_joints)
+    action, last = rng.normal(0.0, 1.0, 12), np.zeros(12)
+    action[0] = 10.0  # one leg's target far past its limit (and its rate): the chain would clip it
+    state = _state(q, dq, base_quat=np.array([1.0, 0, 0, 0]), base_ang_vel=np.zeros(3))
+    mine = reward(state, np.array([0.5, 0.0, 0.0]), action, last)
+    chain = SafetyLimits.from_spec(spec)
+    legs_only = RewardInputs(
+        dt=spec.timing.policy_period_s, command=np.array([[0.5, 0.0, 0.0]]), q=q[legs][None], dq=dq[legs][None],
+        last_dq=dq[legs][None], default_q=spec.default_positions[legs], q_soft_lower=reward.soft_lower,
+        q_soft_upper=reward.soft_upper, torque=np.zeros((1, 12)), action=action[None], last_action=last[None],
+        terminated=np.zeros(1, bool), base_ang_vel=np.zeros((1, 3)), projected_gravity=np.array([[0.0, 0.0, -1.0]]),
+        max_action_step=task.action.max_step(spec.safety.max_target_rate_rad_s, spec.timing.policy_period_s),
+        action_scale=task.action.scale)
+    legs_only.target_lower, legs_only.target_upper = velocity_aware_bounds(
+        q[legs][None], dq[legs][None], chain, position=(chain.soft_lower[legs], chain.soft_upper[legs]))
+    cfg = task.rewards.for_robot(spec.sim_model.base_height)
+    cfg = type(cfg)(tuple(t for t in cfg.terms if t.name in reward.used), cfg.soft_limit_fraction, cfg.only_positive)
+    expected, parts = compute_rewards(cfg, legs_only)
+    assert mine == pytest.approx(float(expected[0]))
+    assert "chain_clips" in reward.used and parts["chain_clips"][0] < 0
