@@ -67,7 +67,7 @@ G1_REWARDS = RewardsCfg(
         RewardTerm("dof_pos_limits", -5.0),
         RewardTerm("feet_air_time", 1.0, (("target_s", 0.4),)),
         # Each target the deploy chain would clip costs, as for the quadrupeds: without it the first GPU chunk's
-        # policy (iteration 402) had a chain intervention on 53 % of the gate's ticks (limit 5 %); the G1's
+        # policy (iteration 402) had 0.53 chain interventions per gate tick (limit 0.05); the G1's
         # target-rate limit (10 rad/s, its protection's) is half theirs. Light, because only_positive is off: that
         # policy's targets were clipped on 5.5 joints per step (mostly the ankle rolls' position limits), and at
         # −0.2 the term cost 1.1 per second, more than the tracking terms pay (resumed: episode return 0 → −18).
