@@ -175,31 +175,22 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
 
     import torch
 
-    from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_settings
+    from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_run_settings
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
 
     if args.resume is not None:
         info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
         check_algorithm(info, args.algo, args.resume)
-    offpolicy = None  # FastTD3's settings (a PPO-only flag or several ranks fail here)
+    offpolicy, resume = None, None  # FastTD3's settings (a PPO-only flag or several ranks fail here)
     if args.algo == "fasttd3":
-        offpolicy = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env,
-                                     device=args.device, world_size=rank.world_size)
+        offpolicy, resume = fasttd3_run_settings(args, rank.world_size)
     seed = args.seed + rank.rank  # every rank its own envs' draws
     seed_everything(seed)
     set_torch_threads(args.torch_threads)
 
-    env = None
-    if args.algo == "ppo":  # built before the run directory: an env that cannot be built leaves no empty run behind
-        if args.backend == "warp":
-            from robot_rl.sim.warp_vec_env import WarpVecEnv
-
-            env = WarpVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize, device=_device(args, rank))
-        else:
-            from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
-
-            env = MujocoVecEnv(task, task.ppo.num_envs, seed=seed, randomize=args.randomize,
-                               nthread=args.physics_threads)
+    # Built before the run directory: an env that cannot be built leaves no empty run behind.
+    env = _make_env(args, task, task.ppo.num_envs if offpolicy is None else offpolicy.num_envs, seed,
+                    _device(args, rank))
     run_dir = None
     if rank.main:  # one writer: the other ranks neither create nor write the run directory
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
@@ -210,8 +201,8 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
         if offpolicy is not None:
             config["fasttd3"] = _jsonable(dataclasses.asdict(offpolicy))
         (run_dir / "config.json").write_text(json.dumps(config, indent=2))
-    if args.algo == "fasttd3":
-        return None, _train_fasttd3(args, task, spec, run_dir, started)
+    if offpolicy is not None:
+        return None, _train_fasttd3(args, task, spec, run_dir, started, env, offpolicy, resume)
 
     vec = RslRlVecEnv(env)
     total = task.ppo.max_iterations
@@ -272,12 +263,24 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     return runner, final
 
 
-def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started: float) -> Path:
+def _make_env(args: TrainArgs, task: TaskCfg, num_envs: int, seed: int, device: str):
+    """The vectorized env on ``args.backend``: MuJoCo on CPU threads, or MuJoCo Warp on ``device``."""
+    if args.backend == "warp":
+        from robot_rl.sim.warp_vec_env import WarpVecEnv
+
+        return WarpVecEnv(task, num_envs, seed=seed, randomize=args.randomize, device=device)
+    from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
+
+    return MujocoVecEnv(task, num_envs, seed=seed, randomize=args.randomize, nthread=args.physics_threads)
+
+
+def _train_fasttd3(args: TrainArgs, task: TaskCfg, spec, run_dir: Path, started: float, env, cfg,
+                   resume: dict | None) -> Path:
     from robot_rl.learn.offpolicy.train_loop import train_fasttd3
 
     bar = _progress_bar(0, 0, args.progress)
     try:
-        final = train_fasttd3(args, task, spec, run_dir, started, bar)
+        final = train_fasttd3(args, task, spec, run_dir, started, bar, env, cfg, resume)
     finally:
         bar.close()
     print(f"done in {(time.monotonic() - started) / 60:.1f} min; checkpoint: {final}")

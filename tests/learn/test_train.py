@@ -77,6 +77,10 @@ def test_envs_whose_model_copies_do_not_fit_are_refused_before_a_run_is_created(
     with pytest.raises(ModelCopiesDoNotFit, match=r"'a1-flat' on the CPU backend: 100000 envs need .* --num-envs"):
         train(TrainArgs(task="a1-flat", log_dir=tmp_path, **{**TINY, "num_envs": 100_000}))
     assert not list(tmp_path.rglob("*")), "no run directory for a run that never started"
+    with pytest.raises(ModelCopiesDoNotFit, match=r"100000 envs need"):  # FastTD3 builds the same env first too
+        train(TrainArgs(task="a1-flat", algo="fasttd3", log_dir=tmp_path, num_envs=100_000, max_iterations=2,
+                        progress=False, physics_threads=1))
+    assert not list(tmp_path.rglob("*"))
 
 
 def test_bad_task_and_randomization_keys_are_clear_errors():

@@ -28,8 +28,12 @@ def test_g1_env_drives_the_legs_and_holds_waist_and_arms_at_default(spec_or_skip
     assert env.actor_obs.shape == (3, 45)  # 3 + 3 + 3 + 12 + 12 + 12: the legs only
     rng = np.random.default_rng(0)
     robot, n = env.robot, spec.num_joints
+    charged = np.zeros(3, dtype=bool)  # envs the chain_clips term has cost something, in a step of one episode
     for _ in range(50):
+        clips_before = env._episode_sums["chain_clips"].copy()
         r = env.step(rng.normal(size=(3, 12)))
+        same_episode = ~(r.terminated | r.truncated)
+        charged |= same_episode & (env._episode_sums["chain_clips"] < clips_before)
         assert np.isfinite(r.actor_obs).all() and np.isfinite(r.reward).all()
         ctrl = env._ctrl[:, 0]
         targets = ctrl[:, robot.torque_ctrl] / ctrl[:, robot.kp_ctrl]  # kp·q* / kp: every joint's target
@@ -37,8 +41,8 @@ def test_g1_env_drives_the_legs_and_holds_waist_and_arms_at_default(spec_or_skip
         assert np.abs(targets[:, :12] - spec.default_positions[:12]).max() > 0.05
     assert targets.shape == (3, n)
     # The deploy chain's clips of the legs' targets are trained against, as for the quadrupeds: random actions
-    # overshoot the G1's 10 rad/s target-rate limit, so the term has cost something by now.
-    assert env._episode_sums["chain_clips"].max() < 0.0
+    # overshoot the G1's 10 rad/s target-rate limit, so the term has cost every env something.
+    assert charged.all()
     env.close()
 
 

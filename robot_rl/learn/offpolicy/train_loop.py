@@ -32,8 +32,6 @@ from robot_rl.learn.offpolicy.replay import NStepReplay
 from robot_rl.learn.ppo import checkpoint_info
 from robot_rl.learn.train import _postfix as progress_postfix  # PPO's progress bar text, the same fields
 from robot_rl.robots.spec import RobotSpec
-from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
-from robot_rl.sim.warp_vec_env import WarpVecEnv
 from robot_rl.tasks.task import TaskCfg
 from robot_rl.typed_yaml import ConfigError
 
@@ -62,19 +60,23 @@ def check_algorithm(info: dict, algo: str, path: Path) -> None:
         raise CheckpointError(f"checkpoint {path} was trained with {written}, not {algo}; pass --algo {written}")
 
 
-def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: float, bar) -> Path:
-    """Run FastTD3 for ``args`` (a ``TrainArgs``) into ``run_dir``; returns the final checkpoint's path."""
-    from torch.utils.tensorboard import SummaryWriter
-
+def fasttd3_run_settings(args, world_size: int = 1) -> tuple[FastTD3Cfg, dict | None]:
+    """The settings this run uses and the checkpoint it resumes (None: a fresh run). A resumed run keeps the
+    settings it was trained with (its envs too), and runs as long as a fresh one would."""
     resume = None if args.resume is None else torch.load(args.resume, weights_only=False, map_location="cpu")
-    # A resumed run keeps the settings it was trained with (its envs too), and runs as long as a fresh one would.
     base = None if resume is None else dataclasses.replace(checkpoint_cfg(resume),
                                                            max_iterations=FastTD3Cfg.max_iterations)
-    cfg = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, base, args.device)
-    if resume is not None:  # config.json records the settings this run uses: the checkpoint's
-        config = json.loads((run_dir / "config.json").read_text())
-        (run_dir / "config.json").write_text(json.dumps({**config, "fasttd3": _jsonable(cfg)}, indent=2))
-    env = DeviceEnv(_make_env(args, task, cfg.num_envs))
+    cfg = fasttd3_settings(args.num_envs, args.max_iterations, args.num_steps_per_env, base, args.device, world_size)
+    return cfg, resume
+
+
+def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: float, bar, vec_env,
+                  cfg: FastTD3Cfg, resume: dict | None) -> Path:
+    """Run FastTD3 for ``args`` (a ``TrainArgs``) into ``run_dir`` on ``vec_env`` (``cfg.num_envs`` envs), with
+    the settings and checkpoint of :func:`fasttd3_run_settings`; returns the final checkpoint's path."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    env = DeviceEnv(vec_env)
     n, dev, sizes = env.env.num_envs, env.device, (env.env.num_actor_obs, env.env.num_critic_obs, env.env.num_actions)
     learner = FastTD3(cfg, *sizes, n, seed=args.seed, device=str(dev))
     replay = NStepReplay(n, cfg.buffer_per_env, *sizes, n_step=cfg.n_step, gamma=cfg.gamma, device=str(dev))
@@ -181,12 +183,6 @@ def train_fasttd3(args, task: TaskCfg, spec: RobotSpec, run_dir: Path, started: 
     return final
 
 
-def _make_env(args, task: TaskCfg, num_envs: int) -> MujocoVecEnv | WarpVecEnv:
-    if args.backend == "warp":
-        return WarpVecEnv(task, num_envs, seed=args.seed, randomize=args.randomize, device=args.device)
-    return MujocoVecEnv(task, num_envs, seed=args.seed, randomize=args.randomize, nthread=args.physics_threads)
-
-
 def _on_cpu(value):
     """A state dict's tensors (nested in dicts and lists, as an optimizer's) moved to the CPU."""
     if isinstance(value, torch.Tensor):
@@ -196,10 +192,6 @@ def _on_cpu(value):
     if isinstance(value, (list, tuple)):
         return type(value)(_on_cpu(v) for v in value)
     return value
-
-
-def _jsonable(cfg: FastTD3Cfg) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()}
 
 
 def _write_profile(path: Path, seconds: dict[str, float], iterations: int, cfg: FastTD3Cfg, num_envs: int,
