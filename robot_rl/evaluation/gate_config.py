@@ -88,8 +88,8 @@ class GateConfig:
 
     # -- robustness suite (``--suite full``) ----------------------------------------------------------------
     robust_tracking_ratio_min: float = _doc(
-        0.9, "a LOWER bound: at each corner of the training randomization, the nominal run's tracking error "
-        "divided by the corner run's (1: as good as nominal), on the gate's scenario in the same simulator")
+        0.9, "a LOWER bound: at each corner of the training randomization, the nominal runs' mean tracking error "
+        "divided by the corner runs' (1: as good as nominal), over the same seeds' scripts in the same simulator")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -9,13 +9,27 @@ from pathlib import Path
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.robustness import SuiteResult
 
-COLUMNS = ("group", "condition", "setting", "runs", "falls", "tracking ratio (worst)", "interventions / tick (worst)",
+COLUMNS = ("group", "condition", "setting", "runs", "falls", "tracking ratio", "interventions / tick (worst)",
            "result")
 VERDICT_PREFIX = "**verdict: "
 
 
 def _num(value: float, digits: int = 3) -> str:
     return "—" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _nominal_spread(result: SuiteResult) -> list[str]:
+    """The ratio's noise: how far single nominal runs stray from their mean, per setting."""
+    parts = []
+    for r in result.results:
+        errors = [e for e in r.tracking_errors if not math.isnan(e)]
+        if r.condition.group == "nominal" and len(errors) > 1:
+            mean = sum(errors) / len(errors)
+            parts.append(f"{r.condition.setting} {mean / max(errors):.2f}–{mean / min(errors):.2f}")
+    if not parts:
+        return []
+    return ["Run-to-run spread (the ratio's noise): mean nominal error / each single nominal run's error — "
+            + ", ".join(parts) + "."]
 
 
 def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str:
@@ -27,10 +41,11 @@ def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str
         f"{result.runs} runs, {result.simulated_s:.0f} s simulated, in {result.wall_s:.0f} s wall on "
         f"{result.workers} worker processes (1-minute load average at the end: {load:.1f}).", "",
         f"Pass: falls ≤ {config.max_falls} per condition (all its runs), safety interventions ≤ "
-        f"{config.max_intervention_rate:g} per tick in every run, tracking ratio (nominal error / condition error, "
-        f"same simulator, gate scenario) ≥ {config.robust_tracking_ratio_min:g} at the DR corners and the worst "
-        "case, and the gate's tracking checks in every nominal, long-walk and steps run. Definitions: "
-        "`robot_rl/evaluation/robustness.py`.", "",
+        f"{config.max_intervention_rate:g} per tick in every run, tracking ratio (nominal mean error / condition "
+        f"mean error, same simulator, the nominal seeds' scripts) ≥ {config.robust_tracking_ratio_min:g} at the DR "
+        "corners and the worst case, and the gate's tracking checks in every nominal, long-walk and steps run. "
+        "Definitions: `robot_rl/evaluation/robustness.py`.", "",
+        *_nominal_spread(result), "",
         "| " + " | ".join(COLUMNS) + " |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]

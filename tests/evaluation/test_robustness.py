@@ -87,10 +87,45 @@ def test_nominal_seeds_shove_from_random_directions_with_the_gate_magnitudes():
         assert a.velocity != b.velocity
 
 
+def test_corners_run_the_nominal_seeds_scripts_as_many_times():
+    """A ratio compares means over the same scripts: corner seed s is nominal seed s's scenario."""
+    task, spec = make_task("a1-flat"), load_robot("a1")
+    conditions = rb.suite_conditions(task, spec)
+    nominal = next(c for c in conditions if c.group == "nominal" and c.setting == "mujoco")
+    corners = [c for c in conditions if c.group == "DR corner"]
+    assert corners and all(c.seeds == nominal.seeds == rb.SUITE_SEEDS for c in corners)
+    for seed in (0, 3):
+        assert rb.condition_scenario(corners[0], seed, task, spec) == rb.condition_scenario(nominal, seed, task, spec)
+    assert rb.condition_scenario(corners[0], 0, task, spec) != rb.condition_scenario(corners[0], 3, task, spec)
+
+
+def _outcome(error, fell=False):
+    return rb.RunOutcome(fell, error, 0.0, True, 0.1)
+
+
+def test_tracking_ratio_is_nominal_mean_over_condition_mean():
+    corner = rb.Condition("DR corner", "kp ×0.9", "mujoco", 3, Perturbation(kp_scale=0.9), "kp_scale", ratio=True)
+    config = GateConfig()
+    # One run at twice the nominal error does not sink a corner whose other runs track as well as nominal ...
+    r = rb.summarize(corner, [_outcome(0.2), _outcome(0.4), _outcome(0.2)], 0.25, config)
+    assert r.ratio == pytest.approx(0.25 / (0.8 / 3)) and r.passed and r.tracking_errors == (0.2, 0.4, 0.2)
+    # ... but a corner that tracks worse on average fails, whatever its best run.
+    r = rb.summarize(corner, [_outcome(0.2), _outcome(0.4), _outcome(0.4)], 0.25, config)
+    assert r.ratio == pytest.approx(0.25 / (1.0 / 3)) and not r.passed
+    # A run that scored nothing leaves the means over different scripts: no ratio, no pass.
+    r = rb.summarize(corner, [_outcome(0.2), _outcome(math.nan), _outcome(0.2)], 0.25, config)
+    assert math.isnan(r.ratio) and not r.passed
+    assert math.isnan(rb.mean_tracking_error([])) and rb.mean_tracking_error([_outcome(0.1), _outcome(0.3)]) == 0.2
+    # Shoves run their own scripts: no ratio, and none is required.
+    shove = rb.Condition("shove", "1 m/s from 0°, walking", "mujoco", 2, shove_m_s=1.0, walking=True)
+    r = rb.summarize(shove, [_outcome(0.9), _outcome(0.9)], 0.25, config)
+    assert math.isnan(r.ratio) and r.passed
+
+
 def test_worst_case_takes_the_worse_corner_of_each_quantity():
     def result(label, quantity, falls, ratio, **fields):
-        c = rb.Condition("DR corner", label, "mujoco", 1, Perturbation(**fields), quantity, ratio=True)
-        return rb.ConditionResult(c, 1, falls, ratio, 0.0, 0, 0, falls == 0)
+        c = rb.Condition("DR corner", label, "mujoco", 4, Perturbation(**fields), quantity, ratio=True)
+        return rb.ConditionResult(c, 4, falls, ratio, 0.0, 0, 0, falls == 0)
 
     corners = [result("payload -1", "payload", 0, 0.95, payload_kg=-1.0),
                result("payload +3", "payload", 1, 0.5, payload_kg=3.0),
@@ -98,7 +133,7 @@ def test_worst_case_takes_the_worse_corner_of_each_quantity():
                result("kp 1.1", "kp_scale", 0, 0.97, kp_scale=1.1)]
     worst = rb.worst_case(corners, "mujoco")
     assert worst.perturbation == Perturbation(payload_kg=3.0, kp_scale=0.9)
-    assert worst.ratio and rb.worst_case(corners, "pybullet") is None
+    assert worst.ratio and worst.seeds == 4 and rb.worst_case(corners, "pybullet") is None
 
 
 def test_perturbed_robot_is_the_training_dr_at_the_corner():
