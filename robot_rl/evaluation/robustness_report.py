@@ -19,7 +19,8 @@ def _num(value: float, digits: int = 3) -> str:
 
 
 def _nominal_spread(result: SuiteResult) -> list[str]:
-    """The ratio's noise: how far single nominal runs stray from their mean, per setting."""
+    """How far single nominal runs stray from their mean, per setting: their seeds differ in script (shove
+    directions, targets) and, for a gait, in which mode it settles into; a single run is not a measurement."""
     parts = []
     for r in result.results:
         errors = [e for e in r.tracking_errors if not math.isnan(e)]
@@ -28,8 +29,8 @@ def _nominal_spread(result: SuiteResult) -> list[str]:
             parts.append(f"{r.condition.setting} {mean / max(errors):.2f}–{mean / min(errors):.2f}")
     if not parts:
         return []
-    return ["Run-to-run spread (the ratio's noise): mean nominal error / each single nominal run's error — "
-            + ", ".join(parts) + "."]
+    return ["Spread of the nominal runs (why ratios compare means): mean nominal error / each single nominal "
+            "run's error — " + ", ".join(parts) + "."]
 
 
 def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str:
