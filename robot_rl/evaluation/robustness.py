@@ -45,7 +45,7 @@ import numpy as np
 from robot_rl.control.deploy_loop import Push
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.perturbed_robot import NoisyRuntime, Perturbation, PerturbedSimRobot
-from robot_rl.evaluation.scenarios import Scenario, Segment, reach_scenario, scenario_for
+from robot_rl.evaluation.scenarios import Scenario, Segment, random_targets, rotated_pushes, scenario_for, steps_scene
 
 SUITE_SEEDS = 10
 SHOVE_DIRECTIONS = 8
@@ -208,36 +208,6 @@ def worst_case(corners: list[ConditionResult], setting: str) -> Condition | None
 # Scenarios
 
 
-def _rotated_pushes(pushes: tuple[Push, ...], rng: np.random.Generator) -> tuple[Push, ...]:
-    out = []
-    for p in pushes:
-        mag = float(np.hypot(p.velocity[0], p.velocity[1]))
-        a = rng.uniform(0, 2 * math.pi)
-        out.append(Push(p.t_s, (mag * math.cos(a), mag * math.sin(a), p.velocity[2])))
-    return tuple(out)
-
-
-def _random_targets(task, lead_in: float, rng: np.random.Generator) -> Scenario:
-    gate = reach_scenario(task.commands, lead_in)
-    low, high = task.commands.low, task.commands.high
-    segments = tuple(Segment(s.label, s.start_s, s.duration_s,
-                             tuple(float(v) for v in low + rng.uniform(0.15, 0.85, 3) * (high - low)))
-                     for s in gate.segments)
-    return dataclasses.replace(gate, name="reach: four random targets", segments=segments)
-
-
-def _steps_scene(height: float, rng: np.random.Generator):
-    from robot_rl.hardware.sim_robot import SceneBox, SimScene
-
-    boxes, x = [], 0.6
-    for i in range(6):  # up and down: a block, a gap, the next block
-        h = float(rng.uniform(0.3, 1.0) * height)
-        depth = float(rng.uniform(0.3, 0.5))
-        boxes.append(SceneBox(f"step{i}", (depth / 2, 1.0, h / 2), (x + depth / 2, 0.0, h / 2)))
-        x += depth + float(rng.uniform(0.3, 0.6))
-    return SimScene(tuple(boxes))
-
-
 def condition_scenario(c: Condition, seed: int, task, spec) -> Scenario:
     lead_in = spec.safety.ramp_duration_s
     rng = np.random.default_rng([seed, 21])
@@ -251,8 +221,8 @@ def condition_scenario(c: Condition, seed: int, task, spec) -> Scenario:
         if seed == 0:
             return gate
         if gate.gate == "reach":
-            return _random_targets(task, lead_in, rng)
-        return dataclasses.replace(gate, pushes=_rotated_pushes(gate.pushes, rng))
+            return random_targets(task, lead_in, rng)
+        return dataclasses.replace(gate, pushes=rotated_pushes(gate.pushes, rng))
     if c.group == "shove":
         a = c.shove_dir_rad + rng.uniform(-math.pi, math.pi) / SHOVE_DIRECTIONS
         t = 1.5 + rng.uniform(0.0, 0.5)
@@ -265,7 +235,7 @@ def condition_scenario(c: Condition, seed: int, task, spec) -> Scenario:
     if c.group == "steps":
         seg = Segment("walk over steps", 0.0, 10.0, command(WALK_SPEED_M_S))
         return Scenario("steps", "velocity_tracking", names, (seg,), (), lead_in,
-                        scene=_steps_scene(c.step_height_m, rng))
+                        scene=steps_scene(c.step_height_m, rng))
     raise ValueError(f"unknown condition group {c.group!r}")
 
 

@@ -22,6 +22,8 @@ asks a policy for something it was not trained on (the controller would clamp it
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -186,3 +188,36 @@ def scenario_for(gate: str | None, commands: CommandSpec, spec: RobotSpec, time_
     if gate == "object_goal":
         return object_goal_scenario(commands, spec.safety.ramp_duration_s, time_scale, source, episode_s)
     return SCENARIOS[gate](commands, spec.safety.ramp_duration_s, time_scale)
+
+
+def rotated_pushes(pushes: tuple[Push, ...], rng: np.random.Generator) -> tuple[Push, ...]:
+    """``pushes`` at their times and magnitudes, each from a random horizontal direction."""
+    out = []
+    for p in pushes:
+        mag = float(np.hypot(p.velocity[0], p.velocity[1]))
+        a = rng.uniform(0, 2 * math.pi)
+        out.append(Push(p.t_s, (mag * math.cos(a), mag * math.sin(a), p.velocity[2])))
+    return tuple(out)
+
+
+def random_targets(task, lead_in: float, rng: np.random.Generator) -> Scenario:
+    """The reach gate's script with four random targets inside the task's trained box."""
+    gate = reach_scenario(task.commands, lead_in)
+    low, high = task.commands.low, task.commands.high
+    segments = tuple(Segment(s.label, s.start_s, s.duration_s,
+                             tuple(float(v) for v in low + rng.uniform(0.15, 0.85, 3) * (high - low)))
+                     for s in gate.segments)
+    return dataclasses.replace(gate, name="reach: four random targets", segments=segments)
+
+
+def steps_scene(height: float, rng: np.random.Generator):
+    """Six boxes up to ``height`` ahead of the robot, with gaps: a walk over random steps."""
+    from robot_rl.hardware.sim_robot import SceneBox, SimScene
+
+    boxes, x = [], 0.6
+    for i in range(6):  # up and down: a block, a gap, the next block
+        h = float(rng.uniform(0.3, 1.0) * height)
+        depth = float(rng.uniform(0.3, 0.5))
+        boxes.append(SceneBox(f"step{i}", (depth / 2, 1.0, h / 2), (x + depth / 2, 0.0, h / 2)))
+        x += depth + float(rng.uniform(0.3, 0.6))
+    return SimScene(tuple(boxes))
