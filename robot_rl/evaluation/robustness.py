@@ -15,7 +15,7 @@ contact (pyramidal, impratio 1) and PyBullet. Conditions, all built from the tas
   observation noise), then the **worst case**: per quantity the corner that did worst, all at once. Each
   over the nominal condition's seeds and scripts (seed s runs nominal seed s's scenario), in both MuJoCo
   contacts (PyBullet takes no model terms). One run is not a measurement of a corner: a walking policy's
-  tracking error moves by 10–25 % between runs that differ by a 0.01 % gain change (its gait or turn
+  tracking error moves by up to 25 % between runs that differ by a 0.01 % gain change (its gait or turn
   settles into another mode), so a ratio of two single runs fails a robust policy at random
   (benchmarks/results/RESULTS_robustness.md, session 19). The ratio compares means over the same scripts.
 - **steps** (tasks whose terrain has obstacles): a walk over fixed boxes up to the terrain's highest block.
