@@ -55,17 +55,22 @@ class UniformCommands:
 
 @dataclass(frozen=True)
 class VelocityCommands(UniformCommands):
-    """Base velocity commands: too slow to walk is standing (as legged_gym), and a share stands on purpose."""
+    """Base velocity commands: too slow to walk is standing (as legged_gym), a share stands on purpose, and a
+    share turns in place (uniform draws make a pure turn rare: only those below ``min_speed_m_s``)."""
 
     required: tuple[str, ...] | None = ("lin_vel_x", "lin_vel_y", "ang_vel_z")
     standing_fraction: float = 0.0  # share of commands set to zero (learn to stand still too)
+    turn_fraction: float = 0.0  # share of commands with the linear part zeroed: turn in place at the drawn rate
     min_speed_m_s: float = 0.2
 
     def sample(self, commands: CommandSpec, rng: np.random.Generator, k: int) -> np.ndarray:
         cmd = commands.sample(rng, k)
         small = np.linalg.norm(cmd[:, :2], axis=1) < self.min_speed_m_s
         cmd[small, :2] = 0.0
-        cmd[rng.random(k) < self.standing_fraction] = 0.0
+        draw = rng.random(k)
+        cmd[draw < self.standing_fraction] = 0.0
+        turn = (draw >= self.standing_fraction) & (draw < self.standing_fraction + self.turn_fraction)
+        cmd[turn, :2] = 0.0
         return cmd
 
 
@@ -231,8 +236,9 @@ class TaskTerms:
         return self.source is not None
 
 
-def velocity_tracking(standing_fraction: float = 0.0) -> TaskTerms:
-    return TaskTerms("velocity_tracking", "ppo", VelocityCommands(standing_fraction=standing_fraction),
+def velocity_tracking(standing_fraction: float = 0.0, turn_fraction: float = 0.0) -> TaskTerms:
+    return TaskTerms("velocity_tracking", "ppo", VelocityCommands(standing_fraction=standing_fraction,
+                                                                  turn_fraction=turn_fraction),
                      metrics=(VelocityTrackingMetric(),), track_velocity=True, gate="velocity_tracking")
 
 

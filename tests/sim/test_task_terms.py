@@ -95,6 +95,18 @@ def test_the_velocity_command_term_stands_a_share_and_the_slow_ones():
     assert 0.07 < np.mean(np.all(cmd == 0, axis=1)) < 0.25
 
 
+def test_a_share_of_velocity_commands_turns_in_place():
+    task = make_task("a1-flat")
+    term = dataclasses.replace(task.terms.commands, turn_fraction=0.3)
+    cmd = term.sample(task.commands, np.random.default_rng(0), 4000)
+    still = np.all(cmd[:, :2] == 0, axis=1)
+    turning = still & (cmd[:, 2] != 0)
+    standing = np.all(cmd == 0, axis=1)
+    # 30 % asked to turn, plus the slow draws (~5 %); the standing share is unchanged
+    assert 0.30 < turning.mean() < 0.40 and 0.07 < standing.mean() < 0.13
+    assert np.abs(cmd[turning, 2]).max() > 0.9  # at the drawn rates, the whole range
+
+
 def test_only_a_task_with_an_object_source_builds_a_scene_and_its_layouts_set_the_command():
     reach = MujocoVecEnv(dataclasses.replace(make_task("panda-reach"), randomization=dr.NO_RANDOMIZATION), 2,
                          nthread=1)
