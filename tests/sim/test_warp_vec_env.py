@@ -6,6 +6,8 @@ Cost: the first run on a machine compiles MuJoCo Warp's kernels (≈ 50 s on 2 b
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -197,7 +199,13 @@ def test_the_warp_backend_follows_the_robustness_recipe() -> None:
     import mujoco
 
     task = make_task("a1-flat")
+    # with a share of the commands turning in place (off in the recipe; the CPU env's draw is tested in test_task_terms)
+    turning = dataclasses.replace(task.terms.commands, turn_fraction=0.3)
+    task = dataclasses.replace(task, terms=dataclasses.replace(task.terms, commands=turning))
     env = WarpVecEnv(task, 64, seed=0, device="cpu")
+    cmd = env._sample_commands(4000).numpy()
+    still = np.all(cmd[:, :2] == 0, axis=1)
+    assert 0.30 < np.mean(still & (cmd[:, 2] != 0)) < 0.40 and 0.07 < np.mean(np.all(cmd == 0, axis=1)) < 0.13
     assert int(env.robot.model.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
     assert env.notes and "elliptic" in env.notes[0]
     import warp as wp
