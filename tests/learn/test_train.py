@@ -1,11 +1,15 @@
 """Training and evaluation loops end to end, at toy sizes."""
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import robot_rl.learn.train as train_module
 from robot_rl.learn.play import PlayArgs, offscreen_backend_problem, play
 from robot_rl.learn.ppo import CheckpointError, read_checkpoint_info
 from robot_rl.learn.train import TrainArgs, configure_task, train
@@ -56,6 +60,26 @@ def test_resume_continues_from_a_checkpoint(checkpoint, tmp_path):
     assert final.name == "model_1.pt"  # rsl_rl continues at the stored iteration
     # The step count carries over, so the resumed checkpoint (and its model card) counts all of training.
     assert read_checkpoint_info(final)["env_steps"] == read_checkpoint_info(checkpoint)["env_steps"] + 4 * 8
+
+
+def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
+    """policies/candidates/a1_flat_turn keeps a run's checkpoint where run directories are not kept (a fresh
+    machine): it resumes, with the command mix its config.json records, as its README says."""
+    candidate = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_flat_turn"
+    recorded = json.loads((candidate / "config.json").read_text())["task"]["terms"]["commands"]
+    assert recorded["turn_fraction"] == 0.15
+
+    def with_turns(name):
+        task = make_task(name)
+        commands = dataclasses.replace(task.terms.commands, turn_fraction=recorded["turn_fraction"])
+        return dataclasses.replace(task, terms=dataclasses.replace(task.terms, commands=commands))
+
+    monkeypatch.setattr(train_module, "make_task", with_turns)
+    start = candidate / "model_2999.pt"
+    final = train(TrainArgs(task="a1-flat", log_dir=tmp_path, resume=start, **{**TINY, "max_iterations": 1}))
+    assert read_checkpoint_info(final)["env_steps"] == read_checkpoint_info(start)["env_steps"] + 4 * 8
+    resumed = json.loads((final.parent / "config.json").read_text())["task"]["terms"]["commands"]
+    assert resumed == recorded
 
 
 def test_a_wall_clock_budget_stops_and_saves(tmp_path):
