@@ -221,7 +221,7 @@ def condition_scenario(c: Condition, seed: int, task, spec) -> Scenario:
         if seed == 0:
             return gate
         if gate.gate == "reach":
-            return random_targets(task, lead_in, rng)
+            return random_targets(task.commands, lead_in, rng)
         return dataclasses.replace(gate, pushes=rotated_pushes(gate.pushes, rng))
     if c.group == "shove":
         a = c.shove_dir_rad + rng.uniform(-math.pi, math.pi) / SHOVE_DIRECTIONS

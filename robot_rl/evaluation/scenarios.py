@@ -200,10 +200,10 @@ def rotated_pushes(pushes: tuple[Push, ...], rng: np.random.Generator) -> tuple[
     return tuple(out)
 
 
-def random_targets(task, lead_in: float, rng: np.random.Generator) -> Scenario:
-    """The reach gate's script with four random targets inside the task's trained box."""
-    gate = reach_scenario(task.commands, lead_in)
-    low, high = task.commands.low, task.commands.high
+def random_targets(commands: CommandSpec, lead_in: float, rng: np.random.Generator) -> Scenario:
+    """The reach gate's script with its targets drawn at random inside the trained box."""
+    gate = reach_scenario(commands, lead_in)
+    low, high = commands.low, commands.high
     segments = tuple(Segment(s.label, s.start_s, s.duration_s,
                              tuple(float(v) for v in low + rng.uniform(0.15, 0.85, 3) * (high - low)))
                      for s in gate.segments)

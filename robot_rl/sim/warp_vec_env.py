@@ -280,10 +280,9 @@ class WarpVecEnv:
         if hasattr(term, "min_speed_m_s"):  # VelocityCommands: too slow to walk is standing; a share stands
             small = torch.linalg.norm(cmd[:, :2], dim=1) < term.min_speed_m_s
             cmd[:, :2] *= ~small[:, None]
-            draw = torch.rand(k, device=self._tdev, generator=self.gen)
-            cmd *= (draw >= term.standing_fraction)[:, None]
-            turn = (draw >= term.standing_fraction) & (draw < term.standing_fraction + term.turn_fraction)
-            cmd[:, :2] *= ~turn[:, None]
+            standing, turning = term.shares(torch.rand(k, device=self._tdev, generator=self.gen))
+            cmd *= ~standing[:, None]
+            cmd[:, :2] *= ~turning[:, None]
         return cmd
 
     # ------------------------------------------------------------------------------------------------

@@ -67,11 +67,16 @@ class VelocityCommands(UniformCommands):
         cmd = commands.sample(rng, k)
         small = np.linalg.norm(cmd[:, :2], axis=1) < self.min_speed_m_s
         cmd[small, :2] = 0.0
-        draw = rng.random(k)
-        cmd[draw < self.standing_fraction] = 0.0
-        turn = (draw >= self.standing_fraction) & (draw < self.standing_fraction + self.turn_fraction)
-        cmd[turn, :2] = 0.0
+        standing, turning = self.shares(rng.random(k))
+        cmd[standing] = 0.0
+        cmd[turning, :2] = 0.0
         return cmd
+
+    def shares(self, draw):
+        """(standing, turning) masks of commands from one uniform [0, 1) draw each: numpy or torch arrays alike,
+        so the warp env's device sampler splits them as this one does."""
+        standing = draw < self.standing_fraction
+        return standing, ~standing & (draw < self.standing_fraction + self.turn_fraction)
 
 
 # ---------------------------------------------------------------------------------------------------------
