@@ -94,11 +94,11 @@ def _settled(bridge_status, since: float = 0.0, commanded: bool = False):
     return status
 
 
-def _lying_still(robot, timeout_s: float = 8.0, still_rad_s: float = 0.05) -> np.ndarray:
+def _lying_still(robot, timeout_s: float = 8.0, still_rad_s: float = 0.01) -> np.ndarray:
     """The measured pose once every joint moves slower than ``still_rad_s`` (a robot that has just fallen
-    over under damping still slides for a while), or the last pose read after ``timeout_s``. The bridge's
-    physics runs behind real time on a loaded machine, so the slide lasts longer in wall time there: 3 s was
-    too short once (full test suite beside a training, 2 cores; the rear hips still moved 0.07 rad)."""
+    over under damping still slides for a while), or the last pose read after ``timeout_s``. At 0.05 rad/s the
+    rear hips still crept 0.06–0.07 rad before the re-arm's first tick in two full-suite runs (session 19): wait
+    for a robot that is still."""
     deadline = time.monotonic() + timeout_s
     state = robot.read()
     while np.max(np.abs(state.dq)) > still_rad_s and time.monotonic() < deadline:
