@@ -9,6 +9,7 @@ by the env at their interval / every step.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,15 +92,17 @@ class ModelSample:
 
 
 def _uniform(rng: np.random.Generator, rng_range: Range | None, shape: tuple[int, ...], corner_probability: float = 0.0,
-             off: float = 1.0) -> np.ndarray:
+             off: float = 1.0, all_corners: np.ndarray | None = None) -> np.ndarray:
     """Uniform over the range, except that with ``corner_probability`` a row (an env: all its joints or bodies
-    together, as the robustness suite's corners) sits at one end, either equally likely. ``off``: the value of
-    a switched-off term."""
+    together, as the robustness suite's corners) sits at one end, either equally likely; so does every row
+    where ``all_corners`` is set. ``off``: the value of a switched-off term."""
     if rng_range is None:
         return np.full(shape, off)
     x = rng.uniform(rng_range[0], rng_range[1], size=shape)
-    if corner_probability > 0:
+    if corner_probability > 0 or all_corners is not None:
         at_end = rng.random(shape[0]) < corner_probability
+        if all_corners is not None:
+            at_end |= all_corners
         end = np.where(rng.random(shape[0]) < 0.5, rng_range[0], rng_range[1])
         x[at_end] = end[at_end].reshape((-1,) + (1,) * (len(shape) - 1))
     return x
@@ -109,16 +112,18 @@ def sample_model(cfg: RandomizationCfg, nominal: NominalModel, rng: np.random.Ge
     nu = len(nominal.spec_joints)
     p = cfg.corner_probability
     c = cfg.com_offset_m
-    com = _uniform(rng, (-c, c), (n * 3,), p).reshape(n, 3)  # per axis: a corner is ±c on that axis
+    every = rng.random(n) < cfg.all_corners_probability if cfg.all_corners_probability > 0 else None
+    u = functools.partial(_uniform, rng, corner_probability=p, all_corners=every)
+    com = _uniform(rng, (-c, c), (n * 3,), p, all_corners=None if every is None else np.repeat(every, 3))
     return ModelSample(
-        friction_scale=_uniform(rng, cfg.friction_scale, (n,), p),
-        base_mass_add=_uniform(rng, cfg.base_mass_add_kg, (n,), p, off=0.0),
-        link_mass_scale=_uniform(rng, cfg.link_mass_scale, (n, len(nominal.robot_bodies)), p),
-        com_offset=com,
-        kp_scale=_uniform(rng, cfg.kp_scale, (n, nu), p),
-        kd_scale=_uniform(rng, cfg.kd_scale, (n, nu), p),
-        motor_strength=_uniform(rng, cfg.motor_strength, (n, nu), p),
-        contact_timeconst=_uniform(rng, cfg.contact_timeconst_s, (n,), p, off=0.0),
+        friction_scale=u(cfg.friction_scale, (n,)),
+        base_mass_add=u(cfg.base_mass_add_kg, (n,), off=0.0),
+        link_mass_scale=u(cfg.link_mass_scale, (n, len(nominal.robot_bodies))),
+        com_offset=com.reshape(n, 3),  # per axis: a corner is ±c on that axis
+        kp_scale=u(cfg.kp_scale, (n, nu)),
+        kd_scale=u(cfg.kd_scale, (n, nu)),
+        motor_strength=u(cfg.motor_strength, (n, nu)),
+        contact_timeconst=u(cfg.contact_timeconst_s, (n,), off=0.0),
     )
 
 

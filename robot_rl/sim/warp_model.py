@@ -148,15 +148,19 @@ def sample_model(cfg: dr.RandomizationCfg, nominal: dr.NominalModel, k: int, dev
     def rand(*shape: int) -> torch.Tensor:
         return torch.rand(shape, device=device, generator=gen)
 
+    every = rand(k) < cfg.all_corners_probability if cfg.all_corners_probability > 0 else None
+
     def scale(r: dr.Range | None, *shape: int, off: float = 1.0) -> torch.Tensor:
         if r is None:
             return torch.full(shape, off, device=device)
         x = r[0] + (r[1] - r[0]) * rand(*shape)
-        if cfg.corner_probability > 0:  # a whole row (an env) at one end of the range, as dr._uniform
+        if cfg.corner_probability > 0 or every is not None:  # a whole row (an env) at one end, as dr._uniform
             row = (-1,) + (1,) * (len(shape) - 1)
-            at_end = (rand(shape[0]) < cfg.corner_probability).reshape(row)
+            at_end = rand(shape[0]) < cfg.corner_probability
+            if every is not None:  # every quantity of these envs (each COM axis: rows k·3 of the flat draw)
+                at_end |= every.repeat_interleave(shape[0] // k)
             end = torch.where(rand(shape[0]) < 0.5, r[0], r[1]).reshape(row)
-            x = torch.where(at_end, end, x)
+            x = torch.where(at_end.reshape(row), end, x)
         return x
 
     c = cfg.com_offset_m

@@ -51,6 +51,10 @@ class RandomizationCfg:
     # A policy must hold at the ends of its ranges, where uniform draws rarely land: with this probability a
     # quantity (per env and reset; per axis for the COM offset) is drawn at one end of its range instead.
     corner_probability: float = 0.0
+    # The suite's worst case puts every quantity at a corner at once, which independent corner draws almost never
+    # do (0.15⁸ for eight quantities at their worse ends): with this probability an env has every model quantity
+    # at one end of its range together (each end drawn independently; per axis for the COM offset).
+    all_corners_probability: float = 0.0
     contact_timeconst_s: Range | None = None  # MuJoCo contact solref time constant (stiffness), every geom
     # Envs (this fraction, spread over the env indices) on the model builder's contact — the elliptic friction
     # cone the gate's MuJoCo uses — instead of the cheap pyramidal one, so the policy is not tuned to one cone.
@@ -69,7 +73,7 @@ class RandomizationCfg:
         if self.push_overshoot < 1.0:
             raise ValueError(f"randomization push_overshoot: must be ≥ 1 (training kicks at least up to the claimed "
                              f"push_max_vel_m_s), got {self.push_overshoot}")
-        for key in ("corner_probability", "stiff_contact_fraction"):
+        for key in ("corner_probability", "all_corners_probability", "stiff_contact_fraction"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise ValueError(f"randomization {key}: must be in [0, 1], got {getattr(self, key)}")
         if self.push_interval_s is not None and self.push_interval_s <= 0:
