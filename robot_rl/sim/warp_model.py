@@ -19,8 +19,8 @@ latency, pushes, noise,     torch on the device                   numpy
   initial joint state
 ==========================  ====================================  =============================================
 
-``corner_probability`` draws as ``dr.sample_model``. ``stiff_contact_fraction``: one friction cone for all worlds
-(the warp env's note says which).
+``corner_probability`` and ``all_corners_probability`` draw as ``dr.sample_model``. ``stiff_contact_fraction``: one
+friction cone for all worlds (the warp env's note says which).
 
 Not supported: terrain (a heightfield is one per model in MuJoCo Warp, not per world) and a task's scene objects.
 """

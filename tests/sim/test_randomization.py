@@ -131,6 +131,25 @@ def test_corner_probability_puts_whole_rows_at_the_ends_of_their_ranges(a1):
     assert not np.isin(plain.friction_scale, (0.4, 1.0)).any()
 
 
+def test_all_corners_probability_puts_every_quantity_of_an_env_at_a_corner_together(a1):
+    _, _, nominal = a1
+    cfg = dr.RandomizationCfg(friction_scale=(0.4, 1.0), base_mass_add_kg=(-1, 3), com_offset_m=0.05,
+                              kp_scale=(0.9, 1.1), motor_strength=(0.9, 1.1), link_mass_scale=(0.9, 1.1),
+                              contact_timeconst_s=(0.01, 0.03), all_corners_probability=0.25)
+    s = dr.sample_model(cfg, nominal, np.random.default_rng(0), 4000)
+    at_end = np.stack([np.isin(s.friction_scale, (0.4, 1.0)), np.isin(s.base_mass_add, (-1, 3)),
+                       np.isin(s.contact_timeconst, (0.01, 0.03)), np.isin(s.com_offset, (-0.05, 0.05)).all(axis=1),
+                       np.isin(s.kp_scale, (0.9, 1.1)).all(axis=1), np.isin(s.motor_strength, (0.9, 1.1)).all(axis=1),
+                       np.isin(s.link_mass_scale, (0.9, 1.1)).all(axis=1)])
+    assert np.array_equal(at_end.all(axis=0), at_end.any(axis=0))  # all together or none (corner_probability 0)
+    assert 0.22 < at_end[0].mean() < 0.28
+    both = at_end[0]
+    assert 0.4 < np.mean(s.base_mass_add[both] == 3) < 0.6  # each quantity's end drawn on its own
+    assert 0.15 < np.mean((s.base_mass_add[both] == 3) & (s.motor_strength[both, 0] == 0.9)) < 0.35
+    with pytest.raises(ConfigError, match="all_corners_probability"):
+        dr.with_overrides(cfg, {"all_corners_probability": 2.0})
+
+
 def test_new_randomization_fields_are_validated():
     for bad in ({"corner_probability": 1.5}, {"stiff_contact_fraction": -0.1}, {"push_interval_s": 0.0},
                 {"push_ramp_s": -1.0}, {"contact_timeconst_s": (0.0, 0.02)}):

@@ -192,6 +192,27 @@ def test_the_gymnasium_adapter_runs_the_warp_backend() -> None:
     env.close()
 
 
+def test_the_warp_sampler_puts_every_quantity_of_an_env_at_a_corner_together() -> None:
+    """``all_corners_probability`` on the device, as ``dr.sample_model`` draws it (tests/sim/test_randomization.py)."""
+    from robot_rl.sim.warp_model import sample_model
+
+    task = make_task("a1-flat")
+    cfg = dataclasses.replace(task.randomization, corner_probability=0.0, all_corners_probability=0.25)
+    nominal = MujocoVecEnv(task, 1, seed=0).nominal
+    s = {k: v.numpy() for k, v in sample_model(cfg, nominal, 4000, torch.device("cpu"),
+                                                   torch.Generator().manual_seed(0)).items()}
+
+    def ends(x, r):
+        x = x.reshape(len(x), -1)
+        return (np.isclose(x, r[0], atol=1e-6) | np.isclose(x, r[1], atol=1e-6)).all(axis=1)
+
+    at_end = np.stack([ends(s["friction_scale"], cfg.friction_scale), ends(s["base_mass_add"], cfg.base_mass_add_kg),
+                       ends(s["com_offset"], (-cfg.com_offset_m, cfg.com_offset_m)), ends(s["kp_scale"], cfg.kp_scale),
+                       ends(s["motor_strength"], cfg.motor_strength), ends(s["link_mass_scale"], cfg.link_mass_scale)])
+    assert np.array_equal(at_end.all(axis=0), at_end.any(axis=0))
+    assert 0.22 < at_end[0].mean() < 0.28
+
+
 def test_the_warp_backend_follows_the_robustness_recipe() -> None:
     """a1-flat's randomization on warp: corners drawn as the CPU env draws them, contact stiffness per world, pushes
     from random directions at random times up to the ramped maximum, and — one cone for all worlds — every world on
