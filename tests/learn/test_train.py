@@ -82,6 +82,24 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     assert resumed == recorded
 
 
+def test_the_shipped_a1_flat_is_the_committed_checkpoint_exported(tmp_path):
+    """policies/a1_flat/policy.onnx is policies/candidates/a1_flat_turn/model_6050.pt exported (same graph and
+    weights): the shipped policy can be resumed."""
+    import onnx
+
+    from robot_rl.learn.export_checkpoint import export_checkpoint
+    from robot_rl.policy.contract import GRAPH_DIGEST_KEY
+
+    policies = Path(__file__).resolve().parents[2] / "policies"
+    out = tmp_path / "policy.onnx"
+    assert export_checkpoint(str(policies / "candidates" / "a1_flat_turn" / "model_6050.pt"), str(out)) == 0
+
+    def digest(path):
+        return {p.key: p.value for p in onnx.load(str(path)).metadata_props}[GRAPH_DIGEST_KEY]
+
+    assert digest(out) == digest(policies / "a1_flat" / "policy.onnx")
+
+
 def test_a_wall_clock_budget_stops_and_saves(tmp_path):
     final = train(TrainArgs(task="panda-reach", log_dir=tmp_path, max_minutes=0.0, **{**TINY, "max_iterations": 50}))
     assert final.name == "model_0.pt" and final.is_file()  # stopped after the first iteration
