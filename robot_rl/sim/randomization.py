@@ -95,14 +95,14 @@ def _uniform(rng: np.random.Generator, rng_range: Range | None, shape: tuple[int
              off: float = 1.0, all_corners: np.ndarray | None = None) -> np.ndarray:
     """Uniform over the range, except that with ``corner_probability`` a row (an env: all its joints or bodies
     together, as the robustness suite's corners) sits at one end, either equally likely; so does every row
-    where ``all_corners`` is set. ``off``: the value of a switched-off term."""
+    of an env where ``all_corners`` (one flag per env) is set. ``off``: the value of a switched-off term."""
     if rng_range is None:
         return np.full(shape, off)
     x = rng.uniform(rng_range[0], rng_range[1], size=shape)
     if corner_probability > 0 or all_corners is not None:
         at_end = rng.random(shape[0]) < corner_probability
-        if all_corners is not None:
-            at_end |= all_corners
+        if all_corners is not None:  # per env; rows per env > 1 for the COM offset's flat per-axis draw
+            at_end |= np.repeat(all_corners, shape[0] // len(all_corners))
         end = np.where(rng.random(shape[0]) < 0.5, rng_range[0], rng_range[1])
         x[at_end] = end[at_end].reshape((-1,) + (1,) * (len(shape) - 1))
     return x
@@ -114,7 +114,7 @@ def sample_model(cfg: RandomizationCfg, nominal: NominalModel, rng: np.random.Ge
     c = cfg.com_offset_m
     every = rng.random(n) < cfg.all_corners_probability if cfg.all_corners_probability > 0 else None
     u = functools.partial(_uniform, rng, corner_probability=p, all_corners=every)
-    com = _uniform(rng, (-c, c), (n * 3,), p, all_corners=None if every is None else np.repeat(every, 3))
+    com = u((-c, c), (n * 3,))
     return ModelSample(
         friction_scale=u(cfg.friction_scale, (n,)),
         base_mass_add=u(cfg.base_mass_add_kg, (n,), off=0.0),

@@ -90,17 +90,20 @@ def test_the_shipped_a1_flat_is_the_committed_checkpoint_exported(tmp_path):
     import onnxruntime as ort
 
     from robot_rl.learn.export_checkpoint import export_checkpoint
+    from robot_rl.policy.onnx_policy import read_contract
 
     policies = Path(__file__).resolve().parents[2] / "policies"
     out = tmp_path / "policy.onnx"
     assert export_checkpoint(str(policies / "candidates" / "a1_flat_turn" / "model_6050.pt"), str(out)) == 0
-    obs = np.random.default_rng(0).normal(size=(64, 45)).astype(np.float32)
+    shipped_file = policies / "a1_flat" / "policy.onnx"
+    obs_dim = read_contract(shipped_file).obs_dim  # the layout as the shipped file's contract states it
+    obs = np.random.default_rng(0).normal(size=(64, obs_dim)).astype(np.float32)
 
     def actions(path):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         return np.concatenate([session.run(None, {session.get_inputs()[0].name: o[None]})[0] for o in obs])
 
-    shipped, exported = actions(policies / "a1_flat" / "policy.onnx"), actions(out)
+    shipped, exported = actions(shipped_file), actions(out)
     assert np.allclose(shipped, exported, rtol=0, atol=1e-5)
     assert np.abs(shipped).max() > 0.1  # a policy that acts, not a constant
 
