@@ -73,3 +73,18 @@ def test_an_action_encodes_back_from_the_target_it_decodes_to():
     q = task.action.decode(action, spec.default_positions)
     np.testing.assert_allclose(task.action.encode(q, spec.default_positions),
                                np.clip(action, -task.action.clip, task.action.clip), atol=1e-12)
+
+
+def test_a1_flat_history_is_a1_flat_with_five_ticks_of_every_measurement():
+    flat, history = make_task("a1-flat"), make_task("a1-flat-history")
+    for f, h in zip(flat.actor_obs.terms, history.actor_obs.terms, strict=True):
+        assert (h.name, h.scale, h.clip, h.noise) == (f.name, f.scale, f.clip, f.noise)
+        assert h.history_length == (1 if h.name == "command" else 5), h.name
+    spec = load_robot("a1")
+    sizes = (len(spec.joint_names), flat.commands.size, len(spec.joint_names))
+    assert history.actor_obs.size(*sizes) == 5 * flat.actor_obs.size(*sizes) - 4 * flat.commands.size
+    assert history.critic_obs == flat.critic_obs and history.rewards == flat.rewards and history.ppo == flat.ppo
+    # The training the shipped a1_flat line ended with; every range is a1-flat's.
+    assert history.randomization == dataclasses.replace(flat.randomization, all_corners_probability=0.2,
+                                                        push_overshoot=1.3)
+    assert history.terms.commands.turn_fraction == 0.15 and flat.terms.commands.turn_fraction == 0.0
