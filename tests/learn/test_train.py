@@ -82,10 +82,14 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     assert resumed == recorded
 
 
-def test_the_shipped_a1_flat_is_the_committed_checkpoint_exported(tmp_path):
+@pytest.mark.parametrize(("checkpoint", "onnx", "task"), [
+    ("candidates/a1_flat_turn/model_6050.pt", "a1_flat/policy.onnx", "a1-flat"),
+    ("candidates/a1_flat_history/model_7350.pt", "candidates/a1_flat_history/policy.onnx", "a1-flat-history"),
+])
+def test_a_committed_policy_is_its_committed_checkpoint_exported(tmp_path, checkpoint, onnx, task):
     """policies/a1_flat/policy.onnx is policies/candidates/a1_flat_turn/model_6050.pt exported (the same function of
-    the observation), so the shipped policy can be resumed. Compared by output, not by the graph's bytes: those
-    depend on the exporter's version."""
+    the observation), so the shipped policy can be resumed; the history candidate likewise. Compared by output, not
+    by the graph's bytes: those depend on the exporter's version."""
     import numpy as np
     import onnxruntime as ort
 
@@ -94,16 +98,17 @@ def test_the_shipped_a1_flat_is_the_committed_checkpoint_exported(tmp_path):
 
     policies = Path(__file__).resolve().parents[2] / "policies"
     out = tmp_path / "policy.onnx"
-    assert export_checkpoint(str(policies / "candidates" / "a1_flat_turn" / "model_6050.pt"), str(out)) == 0
-    shipped_file = policies / "a1_flat" / "policy.onnx"
-    obs_dim = read_contract(shipped_file).obs_dim  # the layout as the shipped file's contract states it
-    obs = np.random.default_rng(0).normal(size=(64, obs_dim)).astype(np.float32)
+    assert export_checkpoint(str(policies / checkpoint), str(out)) == 0
+    committed = policies / onnx
+    contract = read_contract(committed)
+    assert contract.provenance.task == read_contract(out).provenance.task == task
+    obs = np.random.default_rng(0).normal(size=(64, contract.obs_dim)).astype(np.float32)  # the file's own layout
 
     def actions(path):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         return np.concatenate([session.run(None, {session.get_inputs()[0].name: o[None]})[0] for o in obs])
 
-    shipped, exported = actions(shipped_file), actions(out)
+    shipped, exported = actions(committed), actions(out)
     assert np.allclose(shipped, exported, rtol=0, atol=1e-5)
     assert np.abs(shipped).max() > 0.1  # a policy that acts, not a constant
 
