@@ -168,9 +168,9 @@ def a1_flat_history() -> TaskCfg:
         flat,
         name="a1-flat-history",
         description="A1 velocity tracking on flat ground, observation history of 5 ticks",
-        terms=velocity_tracking(standing_fraction=0.1, turn_fraction=0.15),
+        terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15)),
         actor_obs=ACTOR_OBS_HISTORY,
-        randomization=dataclasses.replace(RANDOMIZATION, all_corners_probability=0.2, push_overshoot=1.3),
+        randomization=dataclasses.replace(flat.randomization, all_corners_probability=0.2, push_overshoot=1.3),
     )
 
 
