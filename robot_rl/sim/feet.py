@@ -1,4 +1,4 @@
-"""Foot contact bookkeeping for the feet-air-time reward, batched over envs."""
+"""Foot contact bookkeeping for the gait rewards (air time at touchdown, single stance), batched over envs."""
 
 from __future__ import annotations
 
@@ -8,16 +8,22 @@ CONTACT_FORCE_N = 1.0  # a foot "touches" above this net contact force (as legge
 
 
 class FootAirTime:
-    """Tracks each foot's swing: when a foot touches down, ``update`` reports how long it was in the air."""
+    """Tracks each foot's swing: when a foot touches down, ``update`` reports how long it was in the air.
+
+    After ``update``, ``contact`` is each foot's filtered contact and ``mode_time`` how long it has been in that
+    mode (on the ground, or in the air), for the single-stance reward."""
 
     def __init__(self, num_envs: int, num_feet: int, dt: float):
         self.dt = dt
         self.air_time = np.zeros((num_envs, num_feet))
         self.last_contact = np.zeros((num_envs, num_feet), dtype=bool)
+        self.contact = np.zeros((num_envs, num_feet), dtype=bool)
+        self.contact_time = np.zeros((num_envs, num_feet))
+        self.mode_time = np.zeros((num_envs, num_feet))
 
     def reset(self, env_ids: np.ndarray) -> None:
-        self.air_time[env_ids] = 0.0
-        self.last_contact[env_ids] = False
+        for array in (self.air_time, self.last_contact, self.contact, self.contact_time, self.mode_time):
+            array[env_ids] = 0
 
     def update(self, force: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``force``: (N, substeps, feet) contact force magnitudes of one policy step; a touch in any substep
@@ -30,4 +36,7 @@ class FootAirTime:
         self.air_time += self.dt
         air = self.air_time.copy()
         self.air_time *= ~settled
+        self.contact = settled
+        self.contact_time = (self.contact_time + self.dt) * settled
+        self.mode_time = np.where(settled, self.contact_time, self.air_time)
         return first, air

@@ -160,6 +160,9 @@ TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "orientation": lambda i, c: _sq(i.projected_gravity[:, :2]),
     "base_height": lambda i, c: torch.square(i.base_height - c["target_m"]),
     "feet_air_time": lambda i, c: ((i.air_time - c["target_s"]) * i.first_contact).sum(1) * _moving(i),
+    "feet_single_stance": lambda i, c: torch.clamp(
+        torch.where(i.foot_contact.sum(1, keepdim=True) == 1, i.foot_mode_time, 0.0).min(1).values,
+        max=c["max_s"]) * _moving(i),
     "stand_still": lambda i, c: (i.q - i.default_q).abs().sum(1) * ~_moving(i),
     "torques": lambda i, c: _sq(i.torque),
     "dof_vel": lambda i, c: _sq(i.dq),
@@ -203,10 +206,13 @@ class FootAirTime:
         self.dt = dt
         self.air_time = torch.zeros(num_envs, num_feet, device=device)
         self.last_contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
+        self.contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
+        self.contact_time = torch.zeros(num_envs, num_feet, device=device)
+        self.mode_time = torch.zeros(num_envs, num_feet, device=device)
 
     def reset(self, env_ids: Tensor) -> None:
-        self.air_time[env_ids] = 0.0
-        self.last_contact[env_ids] = False
+        for tensor in (self.air_time, self.last_contact, self.contact, self.contact_time, self.mode_time):
+            tensor[env_ids] = 0
 
     def update(self, max_force: Tensor) -> tuple[Tensor, Tensor]:
         """``max_force``: (N, feet) the largest contact force of each foot over the step's substeps."""
@@ -217,6 +223,9 @@ class FootAirTime:
         self.air_time += self.dt
         air = self.air_time.clone()
         self.air_time *= ~settled
+        self.contact = settled
+        self.contact_time = (self.contact_time + self.dt) * settled
+        self.mode_time = torch.where(settled, self.contact_time, self.air_time)
         return first, air
 
 

@@ -349,7 +349,8 @@ class WarpVecEnv:
             last_action=self.last_action, terminated=terminated, max_action_step=self.max_action_step,
             sent_action=self.last_sent_action, action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"],
             base_ang_vel=f["base_ang_vel"],
-            projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air)
+            projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air,
+            foot_contact=self.feet.contact, foot_mode_time=self.feet.mode_time)
         inputs.target_lower, inputs.target_upper = tt.velocity_aware_bounds(f["dq"], self._chain_lower,
                                                                             self._chain_upper, self.dt)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)

@@ -75,6 +75,8 @@ class RewardInputs:
     base_height: np.ndarray | None = None  # (N,) above the terrain under the base
     first_contact: np.ndarray | None = None  # (N, F) bool, foot touched down this step
     air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
+    foot_contact: np.ndarray | None = None  # (N, F) bool, the foot is on the ground (filtered as first_contact)
+    foot_mode_time: np.ndarray | None = None  # (N, F) s, how long each foot has been on the ground / in the air
     ee_error: np.ndarray | None = None  # (N,) m, end effector to target
     object_pos: np.ndarray | None = None  # (N, 3) m, the pushed object's centre, base frame (command = goal x, y)
     tool_pos: np.ndarray | None = None  # (N, 3) m, the tool point, base frame
@@ -140,6 +142,12 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     # steps longer than target_s are rewarded, shorter ones penalized
     "feet_air_time": _t(lambda i, c: np.sum((i.air_time - c["target_s"]) * i.first_contact, axis=1)
                         * _moving_command(i), target_s=0.5),
+    # bipeds: the time both feet have held their modes while exactly one stands (the shorter of the two), up to
+    # max_s. legged_gym's air-time term pays nothing for standing and penalizes steps shorter than its target,
+    # so a humanoid that has not yet stepped is pushed to keep standing; this one pays for every step taken.
+    "feet_single_stance": _t(lambda i, c: np.minimum(
+        np.where(np.sum(i.foot_contact, axis=1, keepdims=True) == 1, i.foot_mode_time, 0.0).min(axis=1),
+        c["max_s"]) * _moving_command(i), max_s=0.4),
     "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
     "torques": _t(lambda i, c: _sq(i.torque)),

@@ -82,6 +82,27 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     assert resumed == recorded
 
 
+@pytest.mark.parametrize(("checkpoint", "task"), [
+    ("candidates/g1_flat/model_163.pt", "g1-flat"),
+])
+def test_a_committed_training_checkpoint_still_fits_its_task(checkpoint, task):
+    """The lines kept to resume from (a GPU session's G1, the Go2) must stay resumable: --resume accepts them (task
+    and robot spec unchanged) and the task's actor observation and action sizes are still the network's."""
+    import torch
+
+    from robot_rl.learn.ppo import check_checkpoint
+    from robot_rl.robots.spec import load_robot
+
+    path = Path(__file__).resolve().parents[2] / "policies" / checkpoint
+    cfg = make_task(task)
+    spec = load_robot(cfg.robot)
+    assert check_checkpoint(path, cfg, spec)["task"] == task
+    actor = torch.load(path, weights_only=False, map_location="cpu")["actor_state_dict"]
+    joints = len(spec.policy_joint_names)
+    assert actor["mlp.0.weight"].shape[1] == cfg.actor_obs.size(joints, cfg.commands.size, joints)
+    assert actor["distribution.std_param"].shape == (joints,)
+
+
 @pytest.mark.parametrize(("checkpoint", "onnx", "task"), [
     ("candidates/a1_flat_turn/model_6050.pt", "a1_flat/policy.onnx", "a1-flat"),
     ("candidates/a1_flat_history/model_7350.pt", "candidates/a1_flat_history/policy.onnx", "a1-flat-history"),

@@ -91,8 +91,9 @@ def test_every_torch_reward_term_agrees() -> None:
                   sent_action=rng.normal(size=(N, J)), base_lin_vel=rng.normal(size=(N, 3)),
                   base_ang_vel=rng.normal(size=(N, 3)), projected_gravity=rng.normal(size=(N, 3)),
                   base_height=rng.uniform(0.2, 0.4, N), first_contact=rng.random((N, 4)) < 0.5,
-                  air_time=rng.uniform(0, 1, (N, 4)), target_lower=-np.ones(J) * 0.8, target_upper=np.ones(J) * 0.8,
-                  action_scale=0.25)
+                  air_time=rng.uniform(0, 1, (N, 4)), foot_contact=rng.random((N, 2)) < 0.5,
+                  foot_mode_time=rng.uniform(0, 1, (N, 2)), target_lower=-np.ones(J) * 0.8,
+                  target_upper=np.ones(J) * 0.8, action_scale=0.25)
     terms = tuple(rw.RewardTerm(name, 0.5) for name in tt.TORCH_REWARD_TERMS)
     cfg = rw.RewardsCfg(terms).for_robot(0.3)
     scalars = ("dt", "max_action_step", "action_scale")
@@ -122,6 +123,8 @@ def test_feet_delay_and_velocity_metric_agree_over_steps() -> None:
         first_b, air_b = b.update(T(force.max(axis=1)))
         np.testing.assert_array_equal(first_b.numpy(), first_a)
         np.testing.assert_allclose(air_b.numpy(), air_a, atol=1e-6)
+        np.testing.assert_array_equal(b.contact.numpy(), a.contact)
+        np.testing.assert_allclose(b.mode_time.numpy(), a.mode_time, atol=1e-6)
         action = rng.normal(size=(N, J))
         np.testing.assert_allclose(db.push(T(action).float()).numpy(), da.push(action), atol=1e-6)
         vel, cmd = rng.normal(size=(N, 3)), rng.normal(size=(N, 3))

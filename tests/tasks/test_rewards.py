@@ -183,3 +183,12 @@ def test_chain_clips_counts_the_targets_the_safety_chain_would_move():
             assert lo_ok and vel_ok and not moved.any()
         elif not moved.any():
             assert not (lo_ok and vel_ok)
+
+
+def test_feet_single_stance_pays_the_shorter_mode_time_while_one_foot_stands_and_only_when_moving():
+    contact = np.array([[True, False], [True, True], [True, False], [False, True]])
+    mode = np.array([[0.3, 0.2], [0.9, 0.9], [0.9, 0.7], [0.1, 0.6]])
+    cmd = np.array([[0.5, 0, 0], [0.5, 0, 0], [0.5, 0, 0], [0.0, 0.05, 0.8]])
+    r = _term("feet_single_stance", _inputs(n=4, foot_contact=contact, foot_mode_time=mode, command=cmd), max_s=0.4)
+    # one foot down: min of the two mode times; both down: nothing; capped at max_s; a turn in place: nothing
+    assert r.tolist() == pytest.approx([0.2, 0.0, 0.4, 0.0])
