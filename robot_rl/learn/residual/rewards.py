@@ -6,9 +6,9 @@ joint positions, velocities and torques; the IMU (orientation, gyro); the tool p
 of the measured joints (arms); the pushed object's position (push tasks: from the task's observation source, not
 ``RobotState`` — a simulator's scene, or a perception source on hardware — via :meth:`StateReward.observe_object`);
 base velocity and position only when the interface provides them (a simulator, or an estimator on hardware).
-Terms whose inputs the robot does not report (e.g. the feet's air time: no contact sensors in ``RobotState``) are
-dropped, once, at the first state, and listed in
-:attr:`StateReward.dropped` — the reward is then the task's reward restricted to what can be measured.
+Terms whose inputs the robot does not report (e.g. the feet's air time or single stance: no contact sensors in
+``RobotState``) are dropped, once, at the first state, and listed in :attr:`StateReward.dropped` — the reward is
+then the task's reward restricted to what can be measured.
 
 A person's sparse success signal (a key or button, ``RecorderButtons.success``) is added by the episode
 loop as ``success_bonus`` and ends the episode as a success.
@@ -30,7 +30,8 @@ from robot_rl.tasks.terms import TaskSignals
 _NEEDS = {
     "tracking_lin_vel": ("base_lin_vel",), "lin_vel_z": ("base_lin_vel",), "tracking_ang_vel": ("base_ang_vel",),
     "ang_vel_xy": ("base_ang_vel",), "orientation": ("projected_gravity",), "base_height": ("base_height",),
-    "feet_air_time": ("first_contact", "air_time"), "reach_distance": ("ee_error",), "reach_kernel": ("ee_error",),
+    "feet_air_time": ("first_contact", "air_time"), "feet_single_stance": ("foot_contact", "foot_mode_time"),
+    "reach_distance": ("ee_error",), "reach_kernel": ("ee_error",),
     "reach_success": ("ee_error",), "push_distance": ("object_pos",), "push_kernel": ("object_pos",),
     "push_success": ("object_pos",), "tool_to_object": ("object_pos", "tool_pos"),
 }
