@@ -19,10 +19,9 @@ class FootAirTime:
         self.last_contact = np.zeros((num_envs, num_feet), dtype=bool)
         self.contact = np.zeros((num_envs, num_feet), dtype=bool)
         self.contact_time = np.zeros((num_envs, num_feet))
-        self.mode_time = np.zeros((num_envs, num_feet))
 
     def reset(self, env_ids: np.ndarray) -> None:
-        for array in (self.air_time, self.last_contact, self.contact, self.contact_time, self.mode_time):
+        for array in (self.air_time, self.last_contact, self.contact, self.contact_time):
             array[env_ids] = 0
 
     def update(self, force: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,5 +37,9 @@ class FootAirTime:
         self.air_time *= ~settled
         self.contact = settled
         self.contact_time = (self.contact_time + self.dt) * settled
-        self.mode_time = np.where(settled, self.contact_time, self.air_time)
         return first, air
+
+    @property
+    def mode_time(self) -> np.ndarray:
+        """(N, feet) s: how long each foot has been in its mode, on the ground or in the air."""
+        return np.where(self.contact, self.contact_time, self.air_time)

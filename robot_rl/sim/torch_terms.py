@@ -208,10 +208,9 @@ class FootAirTime:
         self.last_contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
         self.contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
         self.contact_time = torch.zeros(num_envs, num_feet, device=device)
-        self.mode_time = torch.zeros(num_envs, num_feet, device=device)
 
     def reset(self, env_ids: Tensor) -> None:
-        for tensor in (self.air_time, self.last_contact, self.contact, self.contact_time, self.mode_time):
+        for tensor in (self.air_time, self.last_contact, self.contact, self.contact_time):
             tensor[env_ids] = 0
 
     def update(self, max_force: Tensor) -> tuple[Tensor, Tensor]:
@@ -225,8 +224,12 @@ class FootAirTime:
         self.air_time *= ~settled
         self.contact = settled
         self.contact_time = (self.contact_time + self.dt) * settled
-        self.mode_time = torch.where(settled, self.contact_time, self.air_time)
         return first, air
+
+    @property
+    def mode_time(self) -> Tensor:
+        """(N, feet) s: how long each foot has been in its mode, on the ground or in the air."""
+        return torch.where(self.contact, self.contact_time, self.air_time)
 
 
 class ActionDelay:

@@ -113,6 +113,9 @@ RewardFn = Callable[[RewardInputs, dict], np.ndarray]  # (inputs, the term's set
 class RewardTermDef:
     compute: RewardFn
     defaults: dict = field(default_factory=dict)  # the term's settings and their defaults
+    # The optional RewardInputs fields the term reads (None where the caller cannot measure them: a robot's state
+    # has no foot contacts, for one; robot_rl.learn.residual.rewards drops such terms).
+    reads: tuple[str, ...] = ()
 
 
 def chain_clip_mask(i: RewardInputs) -> np.ndarray:
@@ -124,30 +127,30 @@ def chain_clip_mask(i: RewardInputs) -> np.ndarray:
     return (q_target < i.target_lower) | (q_target > i.target_upper) | (np.abs(i.action - ref) > i.max_action_step)
 
 
-def _t(compute: RewardFn, **defaults: float | None) -> RewardTermDef:
-    return RewardTermDef(compute, defaults)
+def _t(compute: RewardFn, reads: tuple[str, ...] = (), **defaults: float | None) -> RewardTermDef:
+    return RewardTermDef(compute, defaults, reads)
 
 
 REWARD_TERMS: dict[str, RewardTermDef] = {
     # velocity tracking (command = lin_vel_x, lin_vel_y, ang_vel_z); sigma: (m/s)² of the exp kernels
     "tracking_lin_vel": _t(lambda i, c: np.exp(-_sq(i.command[:, :2] - i.base_lin_vel[:, :2]) / c["sigma"]),
-                           sigma=0.25),
+                           reads=("base_lin_vel",), sigma=0.25),
     "tracking_ang_vel": _t(lambda i, c: np.exp(-np.square(i.command[:, 2] - i.base_ang_vel[:, 2]) / c["sigma"]),
-                           sigma=0.25),
-    "lin_vel_z": _t(lambda i, c: np.square(i.base_lin_vel[:, 2])),
-    "ang_vel_xy": _t(lambda i, c: _sq(i.base_ang_vel[:, :2])),
-    "orientation": _t(lambda i, c: _sq(i.projected_gravity[:, :2])),
+                           reads=("base_ang_vel",), sigma=0.25),
+    "lin_vel_z": _t(lambda i, c: np.square(i.base_lin_vel[:, 2]), reads=("base_lin_vel",)),
+    "ang_vel_xy": _t(lambda i, c: _sq(i.base_ang_vel[:, :2]), reads=("base_ang_vel",)),
+    "orientation": _t(lambda i, c: _sq(i.projected_gravity[:, :2]), reads=("projected_gravity",)),
     # target_m None: the spec's sim_model.base_height (RewardsCfg.for_robot)
-    "base_height": _t(lambda i, c: np.square(i.base_height - c["target_m"]), target_m=None),
+    "base_height": _t(lambda i, c: np.square(i.base_height - c["target_m"]), reads=("base_height",), target_m=None),
     # steps longer than target_s are rewarded, shorter ones penalized
     "feet_air_time": _t(lambda i, c: np.sum((i.air_time - c["target_s"]) * i.first_contact, axis=1)
-                        * _moving_command(i), target_s=0.5),
+                        * _moving_command(i), reads=("first_contact", "air_time"), target_s=0.5),
     # bipeds: the time both feet have held their modes while exactly one stands (the shorter of the two), up to
     # max_s. legged_gym's air-time term pays nothing for standing and penalizes steps shorter than its target,
     # so a humanoid that has not yet stepped is pushed to keep standing; this one pays for every step taken.
     "feet_single_stance": _t(lambda i, c: np.minimum(
         np.where(np.sum(i.foot_contact, axis=1, keepdims=True) == 1, i.foot_mode_time, 0.0).min(axis=1),
-        c["max_s"]) * _moving_command(i), max_s=0.4),
+        c["max_s"]) * _moving_command(i), reads=("foot_contact", "foot_mode_time"), max_s=0.4),
     "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
     "torques": _t(lambda i, c: _sq(i.torque)),
@@ -170,15 +173,20 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     )),
     "termination": _t(lambda i, c: i.terminated.astype(float)),
     # reaching (command = target position in the base frame); tolerance_m: tip this close counts as success
-    "reach_distance": _t(lambda i, c: i.ee_error),
-    "reach_kernel": _t(lambda i, c: np.exp(-np.square(i.ee_error / c["sigma_m"])), sigma_m=0.1),
-    "reach_success": _t(lambda i, c: (i.ee_error < c["tolerance_m"]).astype(float), tolerance_m=0.02),
+    "reach_distance": _t(lambda i, c: i.ee_error, reads=("ee_error",)),
+    "reach_kernel": _t(lambda i, c: np.exp(-np.square(i.ee_error / c["sigma_m"])), reads=("ee_error",),
+                       sigma_m=0.1),
+    "reach_success": _t(lambda i, c: (i.ee_error < c["tolerance_m"]).astype(float), reads=("ee_error",),
+                        tolerance_m=0.02),
     # pushing an object (command = goal x, y in the base frame; distances in the table plane)
-    "push_distance": _t(lambda i, c: _object_to_goal(i)),
-    "push_kernel": _t(lambda i, c: np.exp(-np.square(_object_to_goal(i) / c["sigma_m"])), sigma_m=0.05),
-    "push_success": _t(lambda i, c: (_object_to_goal(i) < c["tolerance_m"]).astype(float), tolerance_m=0.03),
+    "push_distance": _t(lambda i, c: _object_to_goal(i), reads=("object_pos",)),
+    "push_kernel": _t(lambda i, c: np.exp(-np.square(_object_to_goal(i) / c["sigma_m"])), reads=("object_pos",),
+                      sigma_m=0.05),
+    "push_success": _t(lambda i, c: (_object_to_goal(i) < c["tolerance_m"]).astype(float), reads=("object_pos",),
+                       tolerance_m=0.03),
     # shaping: the tool towards the object (a push starts with contact); in 3-D, so hovering above it is not free
-    "tool_to_object": _t(lambda i, c: np.linalg.norm(i.tool_pos - i.object_pos, axis=1)),
+    "tool_to_object": _t(lambda i, c: np.linalg.norm(i.tool_pos - i.object_pos, axis=1),
+                         reads=("object_pos", "tool_pos")),
 }
 
 

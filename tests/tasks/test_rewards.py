@@ -192,3 +192,22 @@ def test_feet_single_stance_pays_the_shorter_mode_time_while_one_foot_stands_and
     r = _term("feet_single_stance", _inputs(n=4, foot_contact=contact, foot_mode_time=mode, command=cmd), max_s=0.4)
     # one foot down: min of the two mode times; both down: nothing; capped at max_s; a turn in place: nothing
     assert r.tolist() == pytest.approx([0.2, 0.0, 0.4, 0.0])
+
+
+def test_every_term_computes_from_the_fields_it_declares_it_reads():
+    """``reads`` is how the on-robot reward knows which terms a robot's state cannot feed (it drops them): a term
+    that reads an optional input it does not declare would fail there instead (the G1's residual path did)."""
+    import dataclasses
+
+    full = _inputs(n=3, j=2, foot_contact=np.array([[True, False]] * 3), foot_mode_time=np.full((3, 2), 0.2),
+                   object_pos=np.zeros((3, 3)), tool_pos=np.zeros((3, 3)), target_lower=-np.ones(2),
+                   target_upper=np.ones(2), max_action_step=0.3, action_scale=0.25)
+    # What the on-robot reward always provides, besides the required fields.
+    always = {"max_action_step", "sent_action", "target_lower", "target_upper", "action_scale"}
+    optional = [f.name for f in dataclasses.fields(RewardInputs) if f.default is None and f.name not in always]
+    assert "foot_contact" in optional and "base_lin_vel" in optional
+    for name, term in REWARD_TERMS.items():
+        assert set(term.reads) <= set(optional), name
+        inputs = dataclasses.replace(full, **{f: None for f in optional if f not in term.reads})
+        settings = RewardTerm(name, 1.0, (("target_m", 0.3),) if name == "base_height" else ()).settings()
+        assert np.all(np.isfinite(term.compute(inputs, settings))), name

@@ -22,19 +22,9 @@ from robot_rl.core.types import RobotState
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.safety.filters import SafetyLimits, velocity_aware_bounds
 from robot_rl.tasks.observations import projected_gravity
-from robot_rl.tasks.rewards import RewardInputs, compute_rewards, soft_limits
+from robot_rl.tasks.rewards import REWARD_TERMS, RewardInputs, compute_rewards, soft_limits
 from robot_rl.tasks.task import TaskCfg
 from robot_rl.tasks.terms import TaskSignals
-
-# Which RewardInputs field each term reads, beyond the always-present joint quantities and actions.
-_NEEDS = {
-    "tracking_lin_vel": ("base_lin_vel",), "lin_vel_z": ("base_lin_vel",), "tracking_ang_vel": ("base_ang_vel",),
-    "ang_vel_xy": ("base_ang_vel",), "orientation": ("projected_gravity",), "base_height": ("base_height",),
-    "feet_air_time": ("first_contact", "air_time"), "feet_single_stance": ("foot_contact", "foot_mode_time"),
-    "reach_distance": ("ee_error",), "reach_kernel": ("ee_error",),
-    "reach_success": ("ee_error",), "push_distance": ("object_pos",), "push_kernel": ("object_pos",),
-    "push_success": ("object_pos",), "tool_to_object": ("object_pos", "tool_pos"),
-}
 
 
 class StateReward:
@@ -159,7 +149,7 @@ class StateReward:
 
         keep, drop = [], []
         for term in self.cfg.terms:
-            missing = [f for f in _NEEDS.get(term.name, ()) if getattr(inputs, f) is None]
+            missing = [f for f in REWARD_TERMS[term.name].reads if getattr(inputs, f) is None]
             (drop if missing else keep).append(term)
         if not keep:
             raise ValueError(f"task {self.task.name!r}: none of its reward terms can be computed from this robot's "
