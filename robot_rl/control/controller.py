@@ -36,7 +36,7 @@ from robot_rl.policy.onnx_policy import Policy
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.tasks.actions import JointPositionAction
 from robot_rl.tasks.commands import CommandSpec
-from robot_rl.tasks.observations import ObservationBuilder, ObservationLayout, ObsInputs
+from robot_rl.tasks.observations import ObservationBuilder, ObservationLayout, ObsInputs, gait_phase
 
 if TYPE_CHECKING:  # the task module pulls in the simulator side; the deploy runtime need not import it
     from robot_rl.tasks.task import TaskCfg
@@ -92,6 +92,11 @@ class PolicyController:
             q=q, dq=dq, default_q=self._default_q, base_quat=quat, base_ang_vel=gyro, command=cmd,
             last_action=self._last_action, base_lin_vel=lin_vel,
         )
+        # The gait clock (a layout with a gait_phase term): its phase from the ticks since the policy started driving.
+        self._gait_period = layout.gait_period_s
+        self._dt = spec.timing.policy_period_s
+        if self._gait_period is not None:
+            self._inputs.gait_phase = np.zeros(1)
         self._builder = ObservationBuilder(layout, 1, j, c, j, noise=False)
         self._builder.bind(self._inputs)  # these arrays are written in place; bound again when a field changes
         self.obs_dim = self._builder.dim
@@ -221,6 +226,8 @@ class PolicyController:
         if self.object_sensor is not None or inputs.object_pos is not None:
             self._object_position(inputs)
 
+        if self._gait_period is not None:  # as training: phase 0 at the first observation
+            inputs.gait_phase[0] = gait_phase(self.ticks * self._dt, self._gait_period)
         obs = self._builder.compute(inputs)  # uses the previous action: that is what last_action means
         self.last_obs = obs
         raw_action = self.policy.act(obs)

@@ -93,6 +93,10 @@ class ObservationContract:
     terms: tuple[ObsTermContract, ...]
     history_layout: Literal["term_major"]
     dim: int  # total width: sum of size · history_length
+    # The gait clock's period where a ``gait_phase`` term observes it: the runtime counts the clock from the
+    # policy's first tick (every arm / re-arm), as training counted it from each episode's start. Omitted from
+    # the JSON when None, so clock-less contracts read as they always have.
+    gait_period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +264,7 @@ class PolicyContract:
                 ),
                 history_layout=layout.history_layout,
                 dim=obs_dim,
+                gait_period_s=None if layout.gait_period_s is None else float(layout.gait_period_s),
             ),
             commands=CommandContract(
                 tuple(commands.names), tuple((float(lo), float(hi)) for lo, hi in commands.ranges)
@@ -278,6 +283,8 @@ class PolicyContract:
             del plain["chunk"]  # older readers refuse unknown keys: a chunk-less contract stays as it was
         if plain["recurrent"] is None:
             del plain["recurrent"]
+        if plain["observation"]["gait_period_s"] is None:
+            del plain["observation"]["gait_period_s"]
         plain["provenance"]["metrics"] = dict(sorted(plain["provenance"]["metrics"].items()))
         plain["provenance"]["notes"] = dict(sorted(plain["provenance"]["notes"].items()))
         try:
@@ -346,7 +353,8 @@ def layout_for_policy(layout: ObservationLayout, contract: PolicyContract) -> Ob
     then only supplies the commands and the gate's scenario; every robot fact is still checked."""
     if IMPORTED_NOTE in contract.provenance.notes:
         return ObservationLayout(tuple(ObsTerm(t.name, t.scale, t.clip, 0.0, t.history_length)
-                                       for t in contract.observation.terms), contract.observation.history_layout)
+                                       for t in contract.observation.terms), contract.observation.history_layout,
+                                 contract.observation.gait_period_s)
     return layout.with_more_history(residual_history(contract) - 1)
 
 

@@ -71,6 +71,7 @@ def compare_contracts(found: PolicyContract, expected: PolicyContract, check_spe
     fo, eo = found.observation, expected.observation
     c.value("observation.history_layout", fo.history_layout, eo.history_layout, "task")
     c.value("observation.dim", fo.dim, eo.dim, "task")
+    c.value("observation.gait_period_s", fo.gait_period_s, eo.gait_period_s, "task")
     if len(fo.terms) != len(eo.terms) or any(f.name != e.name for f, e in zip(fo.terms, eo.terms, strict=False)):
         # A missing, extra or reordered term: show both term lists rather than per-field noise.
         c.found.append(Mismatch("observation.terms", tuple(t.name for t in fo.terms),

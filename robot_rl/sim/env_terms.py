@@ -54,7 +54,8 @@ class TaskTermsMixin:
             adr = sens.foot_contact  # each foot's sensor: [found, fx, fy, fz]
             force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
             inputs.first_contact, inputs.air_time = self.feet.update(force)
-            inputs.foot_contact, inputs.foot_mode_time = self.feet.contact, self.feet.mode_time
+            inputs.foot_contact = self.feet.contact
+        inputs.gait_phase = self.gait_phase()
         signals = self._signals(f)
         for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)
             for name, value in term(signals).items():

@@ -1,4 +1,5 @@
-"""Foot contact bookkeeping for the gait rewards (air time at touchdown, single stance), batched over envs."""
+"""Foot contact bookkeeping for the gait rewards (air time at touchdown, contact against a gait clock), batched
+over envs."""
 
 from __future__ import annotations
 
@@ -10,18 +11,16 @@ CONTACT_FORCE_N = 1.0  # a foot "touches" above this net contact force (as legge
 class FootAirTime:
     """Tracks each foot's swing: when a foot touches down, ``update`` reports how long it was in the air.
 
-    After ``update``, ``contact`` is each foot's filtered contact and ``mode_time`` how long it has been in that
-    mode (on the ground, or in the air), for the single-stance reward."""
+    After ``update``, ``contact`` is each foot's filtered contact (the phase-contact reward's)."""
 
     def __init__(self, num_envs: int, num_feet: int, dt: float):
         self.dt = dt
         self.air_time = np.zeros((num_envs, num_feet))
         self.last_contact = np.zeros((num_envs, num_feet), dtype=bool)
         self.contact = np.zeros((num_envs, num_feet), dtype=bool)
-        self.contact_time = np.zeros((num_envs, num_feet))
 
     def reset(self, env_ids: np.ndarray) -> None:
-        for array in (self.air_time, self.last_contact, self.contact, self.contact_time):
+        for array in (self.air_time, self.last_contact, self.contact):
             array[env_ids] = 0
 
     def update(self, force: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,10 +35,4 @@ class FootAirTime:
         air = self.air_time.copy()
         self.air_time *= ~settled
         self.contact = settled
-        self.contact_time = (self.contact_time + self.dt) * settled
         return first, air
-
-    @property
-    def mode_time(self) -> np.ndarray:
-        """(N, feet) s: how long each foot has been in its mode, on the ground or in the air."""
-        return np.where(self.contact, self.contact_time, self.air_time)

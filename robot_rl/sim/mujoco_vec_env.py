@@ -41,7 +41,7 @@ from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.push_objects import PushObject
 from robot_rl.sim.world import build_training_world, check_model_copies_fit, write_heightfield
 from robot_rl.tasks import terrain as terrain_lib
-from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, projected_gravity
+from robot_rl.tasks.observations import ObservationBuilder, ObsInputs, gait_phase, projected_gravity
 from robot_rl.tasks.rewards import soft_limits
 from robot_rl.tasks.task import TaskCfg
 
@@ -221,7 +221,12 @@ class MujocoVecEnv(TaskTermsMixin):
             quat, ang, lin = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1)), np.zeros((n, 3)), np.zeros((n, 3))
         return ObsInputs(q=f["q"], dq=f["dq"], default_q=self.default_q, base_quat=quat, base_ang_vel=ang,
                          command=self.commands, last_action=self.action, base_lin_vel=lin,
-                         object_pos=f.get("object_pos"))
+                         object_pos=f.get("object_pos"), gait_phase=self.gait_phase())
+
+    def gait_phase(self) -> np.ndarray | None:
+        """Each env's gait clock (tasks with a gait period): counted from its episode's first observation."""
+        period = self.task.gait_period_s
+        return None if period is None else gait_phase(self._steps_taken * self.dt, period)
 
     def _compute_obs(self, frame: dict[str, np.ndarray] | None = None) -> None:
         """Observations at the current state rows (``frame``: already read from them, if no env was reset)."""

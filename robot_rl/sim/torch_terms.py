@@ -72,6 +72,8 @@ TORCH_OBS_TERMS: dict[str, Callable[[ObsInputs], Tensor]] = {
     "joint_pos_rel": lambda i: i.q - i.default_q,
     "joint_vel": lambda i: i.dq,
     "last_action": lambda i: i.last_action,
+    "gait_phase": lambda i: torch.stack([torch.sin(2 * torch.pi * i.gait_phase),
+                                         torch.cos(2 * torch.pi * i.gait_phase)], dim=1),
 }
 
 
@@ -132,6 +134,12 @@ def _moving(i: RewardInputs) -> Tensor:
     return torch.linalg.norm(i.command[:, :2], dim=1) > 0.1
 
 
+def _leg_phases(phase: Tensor, num_feet: int) -> Tensor:
+    """``robot_rl.tasks.rewards.leg_phases`` on tensors."""
+    offsets = 0.5 * (torch.arange(num_feet, device=phase.device) % 2)
+    return (phase[:, None] + offsets) % 1.0
+
+
 def _rate_excess(i: RewardInputs, c: dict) -> Tensor:
     ref = i.last_action if i.sent_action is None else i.sent_action
     return torch.clamp((i.action - ref).abs() - i.max_action_step, min=0.0).sum(1) / i.max_action_step
@@ -160,9 +168,8 @@ TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "orientation": lambda i, c: _sq(i.projected_gravity[:, :2]),
     "base_height": lambda i, c: torch.square(i.base_height - c["target_m"]),
     "feet_air_time": lambda i, c: ((i.air_time - c["target_s"]) * i.first_contact).sum(1) * _moving(i),
-    "feet_single_stance": lambda i, c: torch.clamp(
-        torch.where(i.foot_contact.sum(1, keepdim=True) == 1, i.foot_mode_time, 0.0).min(1).values,
-        max=c["max_s"]) * _moving(i),
+    "feet_phase_contact": lambda i, c: (i.foot_contact == (_leg_phases(i.gait_phase, i.foot_contact.shape[1])
+                                                           < c["stance_fraction"])).sum(1).to(i.q.dtype),
     "stand_still": lambda i, c: (i.q - i.default_q).abs().sum(1) * ~_moving(i),
     "torques": lambda i, c: _sq(i.torque),
     "dof_vel": lambda i, c: _sq(i.dq),
@@ -207,10 +214,9 @@ class FootAirTime:
         self.air_time = torch.zeros(num_envs, num_feet, device=device)
         self.last_contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
         self.contact = torch.zeros(num_envs, num_feet, dtype=torch.bool, device=device)
-        self.contact_time = torch.zeros(num_envs, num_feet, device=device)
 
     def reset(self, env_ids: Tensor) -> None:
-        for tensor in (self.air_time, self.last_contact, self.contact, self.contact_time):
+        for tensor in (self.air_time, self.last_contact, self.contact):
             tensor[env_ids] = 0
 
     def update(self, max_force: Tensor) -> tuple[Tensor, Tensor]:
@@ -223,13 +229,7 @@ class FootAirTime:
         air = self.air_time.clone()
         self.air_time *= ~settled
         self.contact = settled
-        self.contact_time = (self.contact_time + self.dt) * settled
         return first, air
-
-    @property
-    def mode_time(self) -> Tensor:
-        """(N, feet) s: how long each foot has been in its mode, on the ground or in the air."""
-        return torch.where(self.contact, self.contact_time, self.air_time)
 
 
 class ActionDelay:

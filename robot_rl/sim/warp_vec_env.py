@@ -30,7 +30,7 @@ from robot_rl.sim import torch_terms as tt
 from robot_rl.sim.mujoco_vec_env import StepResult
 from robot_rl.sim.warp_model import BatchedModel, import_warp, sample_model, unsupported_reason, warp_device
 from robot_rl.sim.world import build_training_world
-from robot_rl.tasks.observations import ObsInputs
+from robot_rl.tasks.observations import ObsInputs, gait_phase
 from robot_rl.tasks.rewards import RewardInputs, soft_limits
 from robot_rl.tasks.task import TaskCfg
 
@@ -207,7 +207,13 @@ class WarpVecEnv:
         if self._imu_rot is not None:  # vectors measured in the IMU's frame, as the CPU env reads them
             quat, ang, lin = tt.quat_mul(quat, self._imu_quat), ang @ self._imu_rot, lin @ self._imu_rot
         return ObsInputs(q=f["q"], dq=f["dq"], default_q=self.default_q, base_quat=quat, base_ang_vel=ang,
-                         command=self.commands, last_action=self.action, base_lin_vel=lin)
+                         command=self.commands, last_action=self.action, base_lin_vel=lin,
+                         gait_phase=self.gait_phase())
+
+    def gait_phase(self) -> torch.Tensor | None:
+        """Each env's gait clock (tasks with a gait period): counted from its episode's first observation."""
+        period = self.task.gait_period_s
+        return None if period is None else gait_phase(self._steps_taken * self.dt, period)
 
     def _compute_obs(self, frame: dict[str, torch.Tensor] | None = None) -> None:
         inputs = self._obs_inputs(self._frame() if frame is None else frame)
@@ -350,7 +356,7 @@ class WarpVecEnv:
             sent_action=self.last_sent_action, action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"],
             base_ang_vel=f["base_ang_vel"],
             projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air,
-            foot_contact=self.feet.contact, foot_mode_time=self.feet.mode_time)
+            foot_contact=self.feet.contact, gait_phase=self.gait_phase())
         inputs.target_lower, inputs.target_upper = tt.velocity_aware_bounds(f["dq"], self._chain_lower,
                                                                             self._chain_upper, self.dt)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)

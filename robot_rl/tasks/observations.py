@@ -35,6 +35,13 @@ class ObsInputs:
     last_action: np.ndarray  # (N, A) previous policy output (raw, before scaling)
     base_lin_vel: np.ndarray | None = None  # (N, 3) body frame: sim only, unless an estimator provides it
     object_pos: np.ndarray | None = None  # (N, 3) task object, base frame: sims, or a perception source
+    gait_phase: np.ndarray | None = None  # (N,) in [0, 1): the gait clock's phase (tasks with a gait period)
+
+
+def gait_phase(elapsed_s, period_s: float):
+    """The gait clock's phase in [0, 1) after ``elapsed_s`` seconds of an episode (numpy or torch alike): the
+    trainer counts from the episode's first observation, the runtime from the policy's first tick."""
+    return (elapsed_s % period_s) / period_s
 
 
 def projected_gravity(base_quat: np.ndarray) -> np.ndarray:
@@ -64,6 +71,16 @@ def _object_pos(inp: ObsInputs) -> np.ndarray:
             "source (an ObjectSensor) that reports it"
         )
     return inp.object_pos
+
+
+def _gait_clock(inp: ObsInputs) -> np.ndarray:
+    if inp.gait_phase is None:
+        raise ValueError(
+            "observation term 'gait_phase' needs the gait clock's phase, which the caller did not provide (the "
+            "policy controller counts it from its first tick, with the contract's observation.gait_period_s)"
+        )
+    angle = 2.0 * np.pi * inp.gait_phase
+    return np.stack([np.sin(angle), np.cos(angle)], axis=1)
 
 
 def _copy_of(get: Callable[[ObsInputs], np.ndarray]) -> Callable[[ObsInputs, np.ndarray], None]:
@@ -150,6 +167,7 @@ OBS_TERMS: dict[str, ObsTermDef] = {
     "last_action": _term(lambda i: i.last_action, lambda j, c, a: a, "previous raw policy action",
                          source="last_action"),
     "object_pos": _term(_object_pos, lambda j, c, a: 3, "task object position, base frame (m)", source="object_pos"),
+    "gait_phase": _term(_gait_clock, lambda j, c, a: 2, "sin, cos of the gait clock's phase (period: the layout's)"),
 }
 
 
@@ -178,6 +196,9 @@ class ObservationLayout:
 
     terms: tuple[ObsTerm, ...]
     history_layout: HistoryLayout = "term_major"
+    # The gait clock's period (s per cycle) where a ``gait_phase`` term observes it: the clock runs from each
+    # episode's first observation in training and from the policy's first tick deployed. None: no clock.
+    gait_period_s: float | None = None
 
     def __post_init__(self) -> None:
         for term in self.terms:
@@ -185,6 +206,11 @@ class ObservationLayout:
                 raise ValueError(f"unknown observation term {term.name!r} (known: {', '.join(OBS_TERMS)})")
             if term.history_length < 1:
                 raise ValueError(f"observation term {term.name!r}: history_length must be ≥ 1")
+        clocked = any(t.name == "gait_phase" for t in self.terms)
+        if clocked and self.gait_period_s is None:
+            raise ValueError("observation term 'gait_phase' needs the layout's gait_period_s (the clock's period)")
+        if self.gait_period_s is not None and not (clocked and self.gait_period_s > 0):
+            raise ValueError(f"gait_period_s {self.gait_period_s}: a positive period, with a 'gait_phase' term")
 
     def with_more_history(self, extra: int) -> ObservationLayout:
         """Every term keeps ``extra`` more past frames (see :func:`with_more_frames`)."""

@@ -76,7 +76,7 @@ class RewardInputs:
     first_contact: np.ndarray | None = None  # (N, F) bool, foot touched down this step
     air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
     foot_contact: np.ndarray | None = None  # (N, F) bool, the foot is on the ground (filtered as first_contact)
-    foot_mode_time: np.ndarray | None = None  # (N, F) s, how long each foot has been on the ground / in the air
+    gait_phase: np.ndarray | None = None  # (N,) in [0, 1): the task's gait clock (TaskCfg.gait_period_s)
     ee_error: np.ndarray | None = None  # (N,) m, end effector to target
     object_pos: np.ndarray | None = None  # (N, 3) m, the pushed object's centre, base frame (command = goal x, y)
     tool_pos: np.ndarray | None = None  # (N, 3) m, the tool point, base frame
@@ -100,6 +100,12 @@ def _sq(x: np.ndarray) -> np.ndarray:
 
 def _moving_command(i: RewardInputs) -> np.ndarray:
     return np.linalg.norm(i.command[:, :2], axis=1) > 0.1
+
+
+def leg_phases(phase: np.ndarray, num_feet: int) -> np.ndarray:
+    """(N, feet): each foot's phase of the gait clock, feet alternating (the odd-indexed half a period later): a
+    biped's walk, its feet listed left, right."""
+    return (phase[:, None] + 0.5 * (np.arange(num_feet) % 2)) % 1.0
 
 
 def _object_to_goal(i: RewardInputs) -> np.ndarray:
@@ -145,12 +151,11 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     # steps longer than target_s are rewarded, shorter ones penalized
     "feet_air_time": _t(lambda i, c: np.sum((i.air_time - c["target_s"]) * i.first_contact, axis=1)
                         * _moving_command(i), reads=("first_contact", "air_time"), target_s=0.5),
-    # bipeds: the time both feet have held their modes while exactly one stands (the shorter of the two), up to
-    # max_s. legged_gym's air-time term pays nothing for standing and penalizes steps shorter than its target,
-    # so a humanoid that has not yet stepped is pushed to keep standing; this one pays for every step taken.
-    "feet_single_stance": _t(lambda i, c: np.minimum(
-        np.where(np.sum(i.foot_contact, axis=1, keepdims=True) == 1, i.foot_mode_time, 0.0).min(axis=1),
-        c["max_s"]) * _moving_command(i), reads=("foot_contact", "foot_mode_time"), max_s=0.4),
+    # the gait clock's pattern (unitree_rl_gym's G1 "contact"): each foot on the ground in the first stance_fraction
+    # of its phase and in the air after; pays per foot that matches, at any command (it steps in place at zero).
+    "feet_phase_contact": _t(lambda i, c: np.sum(
+        i.foot_contact == (leg_phases(i.gait_phase, i.foot_contact.shape[1]) < c["stance_fraction"]), axis=1
+    ).astype(float), reads=("foot_contact", "gait_phase"), stance_fraction=0.55),
     "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
     "torques": _t(lambda i, c: _sq(i.torque)),

@@ -21,14 +21,16 @@ from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.mirror import check_mirrorable
 from robot_rl.tasks.observations import ObservationLayout
 from robot_rl.tasks.randomization import RandomizationCfg
-from robot_rl.tasks.rewards import RewardsCfg
+from robot_rl.tasks.rewards import REWARD_TERMS, RewardsCfg
 from robot_rl.tasks.terms import TaskTerms
 from robot_rl.tasks.terrain import TerrainCfg
 
 # Observation terms a real robot of each kind measures. The actor may use no others. ``object_pos`` is
 # measured on hardware by a perception source (camera tracker, mocap): the task's observation source.
+# ``gait_phase`` is the runtime's own clock (the contract carries its period).
 MEASURED_TERMS = frozenset(
-    {"base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action", "object_pos"}
+    {"base_ang_vel", "projected_gravity", "command", "joint_pos_rel", "joint_vel", "last_action", "object_pos",
+     "gait_phase"}
 )
 
 
@@ -109,6 +111,14 @@ class TaskCfg:
                 f"task {self.name!r}: the actor observes {privileged}, which a real robot does not measure; "
                 "give such terms to the critic only"
             )
+        periods = {self.actor_obs.gait_period_s, self.critic_obs.gait_period_s} - {None}
+        if len(periods) > 1 or (periods and self.actor_obs.gait_period_s is None):
+            raise ValueError(f"task {self.name!r}: the actor's gait clock ({self.actor_obs.gait_period_s} s) and the "
+                             f"critic's ({self.critic_obs.gait_period_s} s) differ: one clock runs the episode")
+        unclocked = [t.name for t in self.rewards.terms if "gait_phase" in REWARD_TERMS[t.name].reads]
+        if unclocked and self.gait_period_s is None:
+            raise ValueError(f"task {self.name!r}: reward terms {unclocked} read the gait clock, which the task does "
+                             "not have (its actor observation's gait_period_s)")
         if self.episode_length_s <= 0:
             raise ValueError(f"task {self.name!r}: episode_length_s must be positive")
         if self.ppo.symmetry_augmentation:
@@ -116,6 +126,11 @@ class TaskCfg:
         problem = self.terms.commands.check(self.commands)
         if problem:
             raise ValueError(f"task {self.name!r}: {self.terms.name} {problem}")
+
+    @property
+    def gait_period_s(self) -> float | None:
+        """The gait clock's period (the actor observes its phase; the phase-contact reward reads it); None: none."""
+        return self.actor_obs.gait_period_s
 
     @property
     def objective(self) -> str:

@@ -4,12 +4,12 @@
 :mod:`robot_rl.tasks.a1_velocity`) on the Go2 spec, as unitree_rl_gym trains its Go2 with legged_gym's defaults.
 
 ``g1-flat`` drives the G1's 12 leg joints (the spec's ``policy_joints``; waist and arms held at their default pose),
-as unitree_rl_gym's G1 walking policy: its action scale 0.25, its command ranges, and its reward weights where
-this project has the term (velocity tracking, base height at the spec's nominal height, orientation, vertical
-and roll/pitch rates, joint accelerations and velocities, action rate, joint limits; a fall penalty stands in
-for its alive bonus). unitree_rl_gym also rewards a gait phase (feet contact
-and swing height against a clock in the observation); this task has no clock term, so the gait is the
-policy's own: time in single stance is rewarded instead (as Isaac Lab's biped velocity tasks do).
+as unitree_rl_gym's G1 walking policy: its action scale 0.25, its command ranges, its gait clock (a 0.8 s period,
+sin and cos of the phase observed, each foot's contact rewarded against it) and its reward weights where this
+project has the term (velocity tracking, base height at the spec's nominal height, orientation, vertical and
+roll/pitch rates, joint accelerations and velocities, action rate, joint limits; a fall penalty stands in for its
+alive bonus). Its swing-height, hip-position and contact-velocity terms are not here (no foot positions in the
+reward inputs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import dataclasses
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.a1_velocity import PPO, RANDOMIZATION, a1_flat
 from robot_rl.tasks.commands import CommandSpec
+from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import TaskCfg, TerminationsCfg
 
@@ -65,10 +66,9 @@ G1_REWARDS = RewardsCfg(
         RewardTerm("dof_vel", -1e-3),
         RewardTerm("action_rate", -0.01),
         RewardTerm("dof_pos_limits", -5.0),
-        # Single stance, not legged_gym's air time at touchdown: with air time (target 0.4 s), 40 M env steps on
-        # an H200 learned to stand and take shoves but not to step (RESULTS_training, g1-flat): that term pays
-        # nothing for standing and penalizes every step shorter than its target.
-        RewardTerm("feet_single_stance", 0.75, (("max_s", 0.4),)),
+        # Each foot against the gait clock, not a gait of the policy's own: legged_gym's air time (40 M env steps on
+        # an H200) and single stance (16 M) both learned to stand, not to step (RESULTS_training, g1-flat).
+        RewardTerm("feet_phase_contact", 0.18, (("stance_fraction", 0.55),)),
         # Each target the deploy chain would clip costs, as for the quadrupeds: without it the first GPU chunk's
         # policy (iteration 402) had 0.53 chain interventions per gate tick (limit 0.05); the G1's
         # target-rate limit (10 rad/s, its protection's) is half theirs. Light, because only_positive is off: that
@@ -86,16 +86,26 @@ G1_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, friction_scale=(0.1, 1.25)
                                        push_max_vel_m_s=1.5)
 
 
+G1_GAIT_PERIOD_S = 0.8  # unitree_rl_gym's G1
+
+
+def _with_gait_clock(layout: ObservationLayout) -> ObservationLayout:
+    return dataclasses.replace(layout, terms=(*layout.terms, ObsTerm("gait_phase")), gait_period_s=G1_GAIT_PERIOD_S)
+
+
 def g1_flat() -> TaskCfg:
-    """The A1 recipe's observation, action and PPO settings with unitree_rl_gym's G1 commands, rewards,
-    randomization, fall height and network size."""
+    """The A1 recipe's observation (and the gait clock), action and PPO settings with unitree_rl_gym's G1 commands,
+    rewards, randomization, fall height and network size."""
     spec = load_robot("g1")
+    base = a1_flat()
     return dataclasses.replace(
-        a1_flat(),
+        base,
         name="g1-flat",
         robot="g1",
         description="G1 velocity tracking on flat ground, legs only (waist and arms held)",
         commands=G1_COMMANDS,
+        actor_obs=_with_gait_clock(base.actor_obs),
+        critic_obs=_with_gait_clock(base.critic_obs),
         rewards=G1_REWARDS,
         # unitree_rl_gym terminates on pelvis contact; the pelvis under 0.4 m is a fall (standing: 0.78 m).
         terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.4,

@@ -46,15 +46,17 @@ def test_rotations_agree() -> None:
 def _obs_inputs(rng: np.random.Generator, tensor: bool) -> ObsInputs:
     values = dict(q=rng.normal(size=(N, J)), dq=rng.normal(size=(N, J)), default_q=rng.normal(size=J),
                   base_quat=_quats(rng), base_ang_vel=rng.normal(size=(N, 3)), command=rng.normal(size=(N, 3)),
-                  last_action=rng.normal(size=(N, J)), base_lin_vel=rng.normal(size=(N, 3)))
+                  last_action=rng.normal(size=(N, J)), base_lin_vel=rng.normal(size=(N, 3)),
+                  gait_phase=rng.uniform(0, 1, N))
     return ObsInputs(**{k: T(v) if tensor else v for k, v in values.items()})
 
 
 @pytest.mark.parametrize("history", [1, 3])
 def test_observation_builder_agrees_with_history_and_resets(history: int) -> None:
     task = make_task("a1-flat")
-    layout = ObservationLayout(tuple(dataclasses.replace(t, history_length=history, clip=0.8 if t.name == "joint_vel"
-                                                         else t.clip) for t in task.critic_obs.terms))
+    terms = [dataclasses.replace(t, history_length=history, clip=0.8 if t.name == "joint_vel" else t.clip)
+             for t in task.critic_obs.terms]
+    layout = ObservationLayout((*terms, ObsTerm("gait_phase", scale=0.5)), gait_period_s=0.8)
     numpy_builder = ObservationBuilder(layout, N, J, 3, J)
     torch_builder = tt.TorchObservationBuilder(layout, N, J, 3, J, device=torch.device("cpu"))
     assert torch_builder.dim == numpy_builder.dim
@@ -92,8 +94,8 @@ def test_every_torch_reward_term_agrees() -> None:
                   base_ang_vel=rng.normal(size=(N, 3)), projected_gravity=rng.normal(size=(N, 3)),
                   base_height=rng.uniform(0.2, 0.4, N), first_contact=rng.random((N, 4)) < 0.5,
                   air_time=rng.uniform(0, 1, (N, 4)), foot_contact=rng.random((N, 2)) < 0.5,
-                  foot_mode_time=rng.uniform(0, 1, (N, 2)), target_lower=-np.ones(J) * 0.8,
-                  target_upper=np.ones(J) * 0.8, action_scale=0.25)
+                  gait_phase=rng.uniform(0, 1, N),
+                  target_lower=-np.ones(J) * 0.8, target_upper=np.ones(J) * 0.8, action_scale=0.25)
     terms = tuple(rw.RewardTerm(name, 0.5) for name in tt.TORCH_REWARD_TERMS)
     cfg = rw.RewardsCfg(terms).for_robot(0.3)
     scalars = ("dt", "max_action_step", "action_scale")
@@ -124,7 +126,6 @@ def test_feet_delay_and_velocity_metric_agree_over_steps() -> None:
         np.testing.assert_array_equal(first_b.numpy(), first_a)
         np.testing.assert_allclose(air_b.numpy(), air_a, atol=1e-6)
         np.testing.assert_array_equal(b.contact.numpy(), a.contact)
-        np.testing.assert_allclose(b.mode_time.numpy(), a.mode_time, atol=1e-6)
         action = rng.normal(size=(N, J))
         np.testing.assert_allclose(db.push(T(action).float()).numpy(), da.push(action), atol=1e-6)
         vel, cmd = rng.normal(size=(N, 3)), rng.normal(size=(N, 3))

@@ -135,6 +135,8 @@ def _rollout_gap(task, spec, full) -> tuple[float, bool]:
     command = np.array([0.5, 0.3, -0.4])
     env.commands[0] = command
     env.commands[1] = command * np.array([COMMAND_SIGNS[n] for n in task.commands.names])
+    if task.gait_period_s is not None:  # the mirror of a clocked episode runs its clock half a period on
+        env._steps_taken[1] += round(task.gait_period_s / 2 / env.dt)
     action = np.zeros(env.num_actions)
     worst = 0.0
     for _ in range(round(0.3 / env.dt)):

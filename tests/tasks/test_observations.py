@@ -10,6 +10,7 @@ from robot_rl.tasks.observations import (
     ObservationLayout,
     ObsInputs,
     ObsTerm,
+    gait_phase,
     projected_gravity,
 )
 
@@ -27,6 +28,7 @@ def _inputs(n: int, j: int, c: int, rng: np.random.Generator, lin_vel: bool = Tr
         last_action=rng.normal(size=(n, j)),
         base_lin_vel=rng.normal(size=(n, 3)) if lin_vel else None,
         object_pos=rng.normal(size=(n, 3)),
+        gait_phase=rng.uniform(0, 1, n),
     )
 
 
@@ -105,6 +107,17 @@ def test_base_lin_vel_without_a_measurement_says_why():
     builder = ObservationBuilder(layout, 1, 12, 3, 12)
     with pytest.raises(ValueError, match="does not measure"):
         builder.compute(_inputs(1, 12, 3, np.random.default_rng(0), lin_vel=False))
+
+
+def test_gait_phase_is_the_sine_and_cosine_of_the_clock_and_its_absence_says_why():
+    inp = _inputs(4, 3, 3, np.random.default_rng(3))
+    inp.gait_phase = gait_phase(np.array([0.0, 0.2, 0.8, 1.0]), 0.8)  # s into the episode, a 0.8 s period
+    np.testing.assert_allclose(inp.gait_phase, [0.0, 0.25, 0.0, 0.25], atol=1e-12)
+    obs = ObservationBuilder(ObservationLayout((ObsTerm("gait_phase"),), gait_period_s=0.8), 4, 3, 3, 3).compute(inp)
+    np.testing.assert_allclose(obs, [[0, 1], [1, 0], [0, 1], [1, 0]], atol=1e-6)
+    inp.gait_phase = None
+    with pytest.raises(ValueError, match="gait_period_s"):
+        ObservationBuilder(ObservationLayout((ObsTerm("gait_phase"),), gait_period_s=0.8), 4, 3, 3, 3).compute(inp)
 
 
 def test_every_registered_term_has_the_width_it_declares():

@@ -185,13 +185,16 @@ def test_chain_clips_counts_the_targets_the_safety_chain_would_move():
             assert not (lo_ok and vel_ok)
 
 
-def test_feet_single_stance_pays_the_shorter_mode_time_while_one_foot_stands_and_only_when_moving():
-    contact = np.array([[True, False], [True, True], [True, False], [False, True]])
-    mode = np.array([[0.3, 0.2], [0.9, 0.9], [0.9, 0.7], [0.1, 0.6]])
-    cmd = np.array([[0.5, 0, 0], [0.5, 0, 0], [0.5, 0, 0], [0.0, 0.05, 0.8]])
-    r = _term("feet_single_stance", _inputs(n=4, foot_contact=contact, foot_mode_time=mode, command=cmd), max_s=0.4)
-    # one foot down: min of the two mode times; both down: nothing; capped at max_s; a turn in place: nothing
-    assert r.tolist() == pytest.approx([0.2, 0.0, 0.4, 0.0])
+def test_feet_phase_contact_counts_the_feet_on_the_ground_in_stance_and_in_the_air_in_swing():
+    # phase 0.2: the left foot (index 0) in stance, the right half a period later (0.7) in swing
+    contact = np.array([[True, False], [True, True], [False, True], [False, False]])
+    r = _term("feet_phase_contact", _inputs(n=4, foot_contact=contact, gait_phase=np.full(4, 0.2)),
+              stance_fraction=0.55)
+    assert r.tolist() == [2.0, 1.0, 0.0, 1.0]
+    # phase 0.5: both in stance (0.5 and 0.0 < 0.55); at 0.6 only the right (0.1); standing pays at any command
+    both = np.ones((2, 2), dtype=bool)
+    assert _term("feet_phase_contact", _inputs(n=2, foot_contact=both, gait_phase=np.array([0.5, 0.6]))
+                 ).tolist() == [2.0, 1.0]
 
 
 def test_every_term_computes_from_the_fields_it_declares_it_reads():
@@ -199,7 +202,7 @@ def test_every_term_computes_from_the_fields_it_declares_it_reads():
     that reads an optional input it does not declare would fail there instead (the G1's residual path did)."""
     import dataclasses
 
-    full = _inputs(n=3, j=2, foot_contact=np.array([[True, False]] * 3), foot_mode_time=np.full((3, 2), 0.2),
+    full = _inputs(n=3, j=2, foot_contact=np.array([[True, False]] * 3), gait_phase=np.full(3, 0.3),
                    object_pos=np.zeros((3, 3)), tool_pos=np.zeros((3, 3)), target_lower=-np.ones(2),
                    target_upper=np.ones(2), max_action_step=0.3, action_scale=0.25)
     # What the on-robot reward always provides, besides the required fields.

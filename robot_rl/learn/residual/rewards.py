@@ -6,9 +6,9 @@ joint positions, velocities and torques; the IMU (orientation, gyro); the tool p
 of the measured joints (arms); the pushed object's position (push tasks: from the task's observation source, not
 ``RobotState`` — a simulator's scene, or a perception source on hardware — via :meth:`StateReward.observe_object`);
 base velocity and position only when the interface provides them (a simulator, or an estimator on hardware).
-Terms whose inputs the robot does not report (e.g. the feet's air time or single stance: no contact sensors in
-``RobotState``) are dropped, once, at the first state, and listed in :attr:`StateReward.dropped` — the reward is
-then the task's reward restricted to what can be measured.
+Terms whose inputs the robot does not report (e.g. the feet's air time or their contact against a gait clock: no
+contact sensors in ``RobotState``) are dropped, once, at the first state, and listed in :attr:`StateReward.dropped`
+— the reward is then the task's reward restricted to what can be measured.
 
 A person's sparse success signal (a key or button, ``RecorderButtons.success``) is added by the episode
 loop as ``success_bonus`` and ends the episode as a success.
