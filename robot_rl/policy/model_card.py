@@ -45,7 +45,8 @@ def write_model_card(
         f"| policy period | {c.policy_period_s * 1000:g} ms |",
         f"| observation | {c.obs_dim} values, {c.observation.history_layout} history: "
         + ", ".join(f"{t.name}[{t.size}×{t.history_length}]" for t in c.observation.terms)
-        + " |",
+        + (f"; gait clock period {c.observation.gait_period_s:g} s, from the first tick"
+           if c.observation.gait_period_s is not None else "") + " |",
         f"| action | {c.num_actions} joint position targets: "
         f"default pose + {c.action.scale:g} · clip(a, ±{c.action.clip:g}) |",
         "| commands | " + ", ".join(f"{n} ∈ [{lo:g}, {hi:g}]" for n, (lo, hi) in

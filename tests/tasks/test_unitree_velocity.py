@@ -13,6 +13,7 @@ from robot_rl.control.runtime import DeployRuntime
 from robot_rl.core.types import RobotState
 from robot_rl.policy.contract import PolicyContract, Provenance
 from robot_rl.policy.export import export_onnx
+from robot_rl.policy.model_card import write_model_card
 from robot_rl.policy.onnx_policy import PolicyLoadError
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
@@ -115,6 +116,8 @@ def test_a_g1_flat_policy_exports_and_loads_in_the_deploy_runtime(tmp_path):
     controller.reset()  # (re)starting to drive: the clock starts again
     controller.step(state)
     np.testing.assert_allclose(controller.last_obs[0, -2:], [0.0, 1.0], atol=1e-7)
+    write_model_card(str(tmp_path / "g1.onnx"), "sim/train.py --task g1-flat")
+    assert "gait clock period 0.8 s, from the first tick" in (tmp_path / "MODEL_CARD.md").read_text()
     # A file trained with another period (or none) does not load for this task, naming the field.
     other = dataclasses.replace(contract, observation=dataclasses.replace(contract.observation, gait_period_s=0.6))
     export_onnx(actor, None, other, tmp_path / "g1_other.onnx")
