@@ -73,14 +73,25 @@ def _object_pos(inp: ObsInputs) -> np.ndarray:
     return inp.object_pos
 
 
-def _gait_clock(inp: ObsInputs) -> np.ndarray:
+def _gait_angle(inp: ObsInputs) -> np.ndarray:
     if inp.gait_phase is None:
         raise ValueError(
             "observation term 'gait_phase' needs the gait clock's phase, which the caller did not provide (the "
             "policy controller counts it from its first tick, with the contract's observation.gait_period_s)"
         )
-    angle = 2.0 * np.pi * inp.gait_phase
+    return 2.0 * np.pi * inp.gait_phase
+
+
+def _gait_clock(inp: ObsInputs) -> np.ndarray:
+    angle = _gait_angle(inp)
     return np.stack([np.sin(angle), np.cos(angle)], axis=1)
+
+
+def _write_gait_clock(inputs: ObsInputs, out: np.ndarray) -> None:
+    """:func:`_gait_clock` into the frame's columns, without the stacked temporary (the deploy tick)."""
+    angle = _gait_angle(inputs)
+    np.sin(angle, out=out[:, 0])
+    np.cos(angle, out=out[:, 1])
 
 
 def _copy_of(get: Callable[[ObsInputs], np.ndarray]) -> Callable[[ObsInputs, np.ndarray], None]:
@@ -167,7 +178,8 @@ OBS_TERMS: dict[str, ObsTermDef] = {
     "last_action": _term(lambda i: i.last_action, lambda j, c, a: a, "previous raw policy action",
                          source="last_action"),
     "object_pos": _term(_object_pos, lambda j, c, a: 3, "task object position, base frame (m)", source="object_pos"),
-    "gait_phase": _term(_gait_clock, lambda j, c, a: 2, "sin, cos of the gait clock's phase (period: the layout's)"),
+    "gait_phase": _term(_gait_clock, lambda j, c, a: 2, "sin, cos of the gait clock's phase (period: the layout's)",
+                        _write_gait_clock),
 }
 
 

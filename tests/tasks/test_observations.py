@@ -147,7 +147,8 @@ def test_the_preallocated_builder_equals_the_term_definitions_to_the_bit(num_env
         ObsTerm("base_ang_vel", scale=0.25, history_length=3), ObsTerm("projected_gravity", clip=0.5),
         ObsTerm("command", scale=2.0), ObsTerm("joint_pos_rel", history_length=2),
         ObsTerm("joint_vel", scale=0.05, clip=0.3), ObsTerm("last_action"), ObsTerm("object_pos", history_length=4),
-    ))
+        ObsTerm("gait_phase", scale=0.5, history_length=2),
+    ), gait_period_s=0.8)
     builder = ObservationBuilder(layout, num_envs, 5, 3, 5)
     rng = np.random.default_rng(26)
     frames: list[ObsInputs] = []
