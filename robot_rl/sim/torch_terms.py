@@ -180,6 +180,7 @@ TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "dof_pos_limits": lambda i, c: (torch.clamp(i.q_soft_lower - i.q, min=0.0)
                                     + torch.clamp(i.q - i.q_soft_upper, min=0.0)).sum(1),
     "termination": lambda i, c: i.terminated.to(i.q.dtype),
+    "alive": lambda i, c: torch.ones_like(i.q[:, 0]),
 }
 
 

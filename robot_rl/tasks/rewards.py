@@ -177,6 +177,8 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
         np.clip(i.q_soft_lower - i.q, 0.0, None) + np.clip(i.q - i.q_soft_upper, 0.0, None), axis=1
     )),
     "termination": _t(lambda i, c: i.terminated.astype(float)),
+    # 1 every step: what a fall loses is the bonus it no longer collects (unitree_rl_gym's "alive")
+    "alive": _t(lambda i, c: np.ones(len(i.q))),
     # reaching (command = target position in the base frame); tolerance_m: tip this close counts as success
     "reach_distance": _t(lambda i, c: i.ee_error, reads=("ee_error",)),
     "reach_kernel": _t(lambda i, c: np.exp(-np.square(i.ee_error / c["sigma_m"])), reads=("ee_error",),

@@ -67,6 +67,12 @@ def test_weights_are_per_second_and_only_positive_clips_the_sum():
     assert np.all(clipped == 0.0)
 
 
+def test_alive_pays_every_step_and_a_fall_only_ends_the_payments():
+    falling = _inputs(terminated=np.array([False, True, False]))
+    total, _ = compute_rewards(RewardsCfg(terms=(RewardTerm("alive", 0.15),)), falling)
+    assert total == pytest.approx([0.15 * 0.02] * 3)
+
+
 def test_unknown_reward_term_is_refused():
     with pytest.raises(ValueError, match="unknown reward term 'speed'"):
         RewardsCfg(terms=(RewardTerm("speed", 1.0),))
