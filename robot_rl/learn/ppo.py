@@ -30,6 +30,7 @@ from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.task import PPOCfg, TaskCfg
 
 if TYPE_CHECKING:  # mujoco_warp is an optional extra
+    from robot_rl.sim.warp_contact_mix import ContactMixVecEnv
     from robot_rl.sim.warp_vec_env import WarpVecEnv
 
 ACTOR_GROUP, CRITIC_GROUP = "policy", "critic"
@@ -47,7 +48,7 @@ class RslRlVecEnv(VecEnv):
     """rsl_rl's VecEnv over ``MujocoVecEnv`` (CPU tensors; the env is numpy inside) or ``WarpVecEnv`` (tensors on
     its device: rsl_rl runs there too)."""
 
-    def __init__(self, env: MujocoVecEnv | WarpVecEnv):
+    def __init__(self, env: MujocoVecEnv | WarpVecEnv | ContactMixVecEnv):
         self.env = env
         self.num_envs = env.num_envs
         self.num_actions = env.num_actions
@@ -62,7 +63,11 @@ class RslRlVecEnv(VecEnv):
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
         # rsl_rl spreads the first episodes' lengths (init_at_random_ep_len) by assigning this buffer.
-        self.env.episode_length[:] = value if isinstance(self.env.episode_length, torch.Tensor) else value.cpu().numpy()
+        if hasattr(self.env, "set_episode_length"):  # an env whose buffer is a copy (the warp contact mix)
+            self.env.set_episode_length(value)
+        else:
+            self.env.episode_length[:] = (value if isinstance(self.env.episode_length, torch.Tensor)
+                                          else value.cpu().numpy())
 
     def _obs(self, actor: np.ndarray | torch.Tensor, critic: np.ndarray | torch.Tensor) -> TensorDict:
         # Copies: the env reuses its observation arrays on the next step.

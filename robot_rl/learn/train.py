@@ -266,9 +266,11 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
 def _make_env(args: TrainArgs, task: TaskCfg, num_envs: int, seed: int, device: str):
     """The vectorized env on ``args.backend``: MuJoCo on CPU threads, or MuJoCo Warp on ``device``."""
     if args.backend == "warp":
-        from robot_rl.sim.warp_vec_env import WarpVecEnv
+        from robot_rl.sim.warp_contact_mix import make_warp_env
 
-        return WarpVecEnv(task, num_envs, seed=seed, randomize=args.randomize, device=device)
+        # PPO gets the task's contact mix (two envs, one per cone); the off-policy loop reads one env's internals.
+        return make_warp_env(task, num_envs, seed=seed, randomize=args.randomize, device=device,
+                             mix_contacts=args.algo == "ppo")
     from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 
     return MujocoVecEnv(task, num_envs, seed=seed, randomize=args.randomize, nthread=args.physics_threads)

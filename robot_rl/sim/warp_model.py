@@ -20,7 +20,7 @@ latency, pushes, noise,     torch on the device                   numpy
 ==========================  ====================================  =============================================
 
 ``corner_probability`` and ``all_corners_probability`` draw as ``dr.sample_model``. ``stiff_contact_fraction``: one
-friction cone for all worlds (the warp env's note says which).
+friction cone for all worlds, so training splits the share into two envs (``warp_contact_mix``).
 
 Not supported: terrain (a heightfield is one per model in MuJoCo Warp, not per world) and a task's scene objects.
 """

@@ -38,7 +38,10 @@ from robot_rl.tasks.task import TaskCfg
 class WarpVecEnv:
     def __init__(self, task: TaskCfg, num_envs: int, *, seed: int = 0, randomize: bool = True,
                  device: str = "cpu", fixed_command: tuple[float, ...] | None = None,
-                 spec: RobotSpec | None = None):
+                 spec: RobotSpec | None = None, stiff_contact: bool | None = None):
+        """``stiff_contact``: every world on the builder's elliptic cone (True) or the training world's contact
+        (False); None: the elliptic cone where the task trains any share of its envs on it (one cone for all
+        worlds; ``warp_contact_mix.make_warp_env`` splits the share into two envs instead)."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be ≥ 1, got {num_envs}")
         self.task = task
@@ -59,9 +62,10 @@ class WarpVecEnv:
         # MuJoCo Warp has one friction cone for all worlds: a task that trains a share of its envs on the builder's
         # elliptic cone (the gate's) runs them all on it here — the stricter contact, cheap on a GPU.
         self.notes: tuple[str, ...] = ()
-        if cfg.stiff_contact_fraction > 0:
+        self.stiff_contact = cfg.stiff_contact_fraction > 0 if stiff_contact is None else stiff_contact
+        if self.stiff_contact:
             self.world.use_builder_contact(mjm)
-            if cfg.stiff_contact_fraction < 1:
+            if stiff_contact is None and cfg.stiff_contact_fraction < 1:
                 self.notes = (f"stiff_contact_fraction {cfg.stiff_contact_fraction:g}: MuJoCo Warp has one friction "
                               "cone for all worlds, so every world runs the builder's elliptic cone",)
         self.dt = spec.timing.policy_period_s

@@ -118,6 +118,8 @@ def test_training_runs_on_the_warp_backend(tmp_path, device: str) -> None:
                             max_iterations=2, num_steps_per_env=8, progress=False))
     info = read_checkpoint_info(final)
     assert final.name == "model_1.pt" and info["backend"] == "warp" and info["env_steps"] == 2 * 4 * 8
+    # a1-flat trains a quarter of its envs on the stiff contact: PPO gets both cones, as on the CPU
+    assert info["backend_notes"] == ["contact mix: 2 MuJoCo Warp envs, one per friction cone (1 elliptic, 3 training)"]
 
 
 def test_unsupported_tasks_and_devices_fail_with_one_line() -> None:
@@ -243,3 +245,49 @@ def test_the_warp_backend_follows_the_robustness_recipe() -> None:
     env.step(torch.zeros(64, env.num_actions))
     kick = torch.linalg.norm(env.qvel[:, v : v + 2] - before, dim=1).numpy()
     assert kick.max() > 0.5
+
+
+def test_the_contact_mix_runs_each_share_of_the_envs_on_its_own_cone() -> None:
+    """MuJoCo Warp has one cone per model, so the task's stiff share is a second env: the mix has as many envs per
+    contact as the CPU env, and each part steps as that env alone (the concatenation loses and mixes nothing)."""
+    import mujoco
+
+    from robot_rl.sim.randomization import stiff_contact_envs
+    from robot_rl.sim.warp_contact_mix import SEED_STRIDE, ContactMixVecEnv, make_warp_env
+
+    task = make_task("a1-flat")  # a quarter of the envs on the stiff contact
+    mix = make_warp_env(task, 8, seed=3, device="cpu")
+    assert isinstance(mix, ContactMixVecEnv) and mix.num_envs == 8
+    stiff, soft = mix.parts
+    assert stiff.num_envs == int(stiff_contact_envs(8, 0.25).sum()) == 2 and soft.num_envs == 6
+    elliptic, pyramidal = int(mujoco.mjtCone.mjCONE_ELLIPTIC), int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
+    assert int(stiff.robot.model.opt.cone) == elliptic and int(soft.robot.model.opt.cone) == pyramidal
+    assert mix.stiff_contact.tolist() == [True] * 2 + [False] * 6
+    single = make_warp_env(task, 8, device="cpu", mix_contacts=False)  # the off-policy loop's: the elliptic cone
+    assert isinstance(single, WarpVecEnv) and int(single.robot.model.opt.cone) == elliptic
+    assert isinstance(make_warp_env(task, 8, device="cpu", randomize=False), WarpVecEnv)  # no DR: one contact
+
+    alone = WarpVecEnv(task, 6, seed=3 + SEED_STRIDE, device="cpu", stiff_contact=False)
+    end = mix.max_episode_length - 10  # env i runs out of time at step 10 - i
+    mix.set_episode_length(end + torch.arange(8))
+    alone.episode_length[:] = end + torch.arange(2, 8)
+    assert mix.episode_length.tolist() == (end + torch.arange(8)).tolist()
+    torch.testing.assert_close(mix.actor_obs[2:], alone.actor_obs)
+    finished = 0
+    for k in range(12):
+        action = torch.tensor(_gait(k, mix.dt)[:1], dtype=torch.float32).repeat(8, 1)
+        result, own = mix.step(action), alone.step(action[2:])
+        assert result.actor_obs.shape == (8, mix.num_actor_obs) and result.critic_obs.shape == (8, mix.num_critic_obs)
+        torch.testing.assert_close(result.actor_obs[2:], own.actor_obs)
+        torch.testing.assert_close(result.critic_obs[2:], own.critic_obs)
+        torch.testing.assert_close(result.reward[2:], own.reward)
+        assert torch.equal(result.terminated[2:], own.terminated) and torch.equal(result.truncated[2:], own.truncated)
+        done = int((result.terminated | result.truncated).sum())
+        finished += done
+        if done:  # the episode metrics are over every finished env of both parts
+            assert len(result.finished["Episode/fell"]) == done
+            for key, values in result.finished.items():
+                assert float(result.log[key]) == pytest.approx(float(values.mean()))
+        else:
+            assert result.log == {}
+    assert finished == 8 and mix.episode_length.max() < 12  # every env's episode ended once, in both parts
