@@ -193,14 +193,22 @@ def tilt(quat_wxyz: np.ndarray) -> np.ndarray:
 def detect_fall(record: RunRecord, spec: RobotSpec, config: GateConfig) -> FallResult:
     """The first tick where the base is below ``fall_height_fraction`` of the nominal height, tilted
     beyond ``fall_tilt_rad``, or the runtime is in damping (a latched safety fault). Height and tilt
-    apply to floating-base robots only."""
+    apply to floating-base robots only.
+
+    The height counts from ``settle_s`` after the policy takes over (from the first tick where none does): the
+    motors power up passive and the ramp to the default pose holds it at the spec's gains, so a robot may sink
+    to its belly before the policy acts (a Go2 with +4.5 kg in the soft contact does), as a real one starts
+    lying down. What the policy is judged on is standing it up. Tilt and faults count from the first tick."""
     n = len(record.t)
     causes: list[tuple[int, str]] = []
     sim = spec.sim_model
     if sim.floating_base:
         if sim.base_height is not None:
             floor = config.fall_height_fraction * sim.base_height
-            low = np.flatnonzero(record.base_pos[:, 2] < floor)
+            running = np.flatnonzero(np.array([m == RUNNING for m in record.mode], dtype=bool))
+            counted = np.ones(n, dtype=bool) if not len(running) else (
+                record.t >= record.t[running[0]] + config.settle_s - 1e-9)
+            low = np.flatnonzero((record.base_pos[:, 2] < floor) & counted)
             if len(low):
                 k = int(low[0])
                 causes.append((k, f"base height {record.base_pos[k, 2]:.3f} m < {floor:.3f} m"))

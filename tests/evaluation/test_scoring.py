@@ -156,6 +156,25 @@ def test_fall_detection_height_tilt_and_runtime_fault():
     assert fall.fell and fall.t_s == pytest.approx(2.5) and "runtime faulted: [FAULT] tilt" in fall.cause  # earliest
 
 
+def test_a_low_base_before_the_policy_has_stood_the_robot_up_is_not_a_fall():
+    """The robot powers up passive and the ramp holds it at the spec's gains: it may lie low until the policy has
+    had ``settle_s`` to stand it up (ticks 10–14 here). A tilt counts from the first tick."""
+    low = 0.5 * 0.27 - 0.05
+    z = np.full(len(T), 0.27)
+    z[2:15] = low  # sinks in the ramp, stood up within settle_s of the take-over (1.0 s + 0.5 s)
+    assert not detect_fall(record(base_z=z), A1, CONFIG).fell
+    z[15] = low  # still down once the policy has had its time
+    fall = detect_fall(record(base_z=z), A1, CONFIG)
+    assert fall.fell and fall.t_s == pytest.approx(1.5) and "base height" in fall.cause
+    quat = np.tile([1.0, 0.0, 0.0, 0.0], (len(T), 1))
+    quat[5:] = _about_x(0.85)  # tipped over in the ramp
+    fall = detect_fall(record(quat=quat), A1, CONFIG)
+    assert fall.fell and fall.t_s == pytest.approx(0.5) and "tilt" in fall.cause
+    # a run where no policy ever takes over: the height counts from the first tick
+    fall = detect_fall(record(base_z=z, mode=["ramp"] * 40), A1, CONFIG)
+    assert fall.fell and fall.t_s == pytest.approx(0.2)
+
+
 def test_a_fixed_base_arm_never_falls_by_height_but_does_by_fault():
     panda = load_robot("panda")
     assert not detect_fall(record(base_z=0.0), panda, CONFIG).fell
