@@ -40,7 +40,8 @@ class GateConfig:
     # -- what is scored ---------------------------------------------------------------------------------
     settle_s: float = _doc(
         1.0, "after every command change and every push, this long is not scored for tracking (the policy "
-        "is still accelerating or recovering; a fall in it still counts)", "s")
+        "is still accelerating or recovering; a fall in it still counts, but for a low base right after the policy "
+        "takes over: see fall_height_fraction)", "s")
     # -- velocity tracking (velocity tasks), per channel, over the scored ticks ------------------------------
     lin_vel_error_mean_max_m_s: float = _doc(
         0.15, "mean |commanded − measured| body-frame vx and vy, each channel separately", "m/s")
@@ -56,7 +57,8 @@ class GateConfig:
         0.4, "mean yaw-rate error within each scripted segment, worst segment", "rad/s")
     # -- falls (floating-base robots) ---------------------------------------------------------------------
     fall_height_fraction: float = _doc(
-        0.5, "a fall: base height below this fraction of the spec's nominal sim_model.base_height")
+        0.5, "a fall: base height below this fraction of the spec's nominal sim_model.base_height, from settle_s "
+        "after the policy takes over (the robot powers up passive and may lie low before it)")
     fall_tilt_rad: float = _doc(
         0.8, "a fall: base tilt from upright beyond this (kept under the A1's 1.0 rad safety fault, so a "
         "fall is seen even where the safety chain has no tilt limit)", "rad")
