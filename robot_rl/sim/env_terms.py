@@ -36,6 +36,15 @@ class TaskTermsMixin:
             return z
         return z - terrain_lib.height_at(self.task.terrain, self.heights, f["base_pos"][:, :2])
 
+    def foot_height(self) -> np.ndarray:
+        """(N, feet) each foot body's origin above the terrain under it, at the last substep's sensors."""
+        adr = self.world.sensors.foot_pos
+        pos = self._sens[:, -1, adr[:, None] + np.arange(3)]  # (N, feet, 3)
+        if self.task.terrain is None:
+            return pos[:, :, 2].copy()
+        return np.stack([pos[:, k, 2] - terrain_lib.height_at(self.task.terrain, self.heights, pos[:, k, :2])
+                         for k in range(pos.shape[1])], axis=1)
+
     def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
         sens = self.world.sensors
         torque = self._sens[:, :, self._torque_adr].mean(axis=1)  # the policy joints' actuator torques
@@ -55,6 +64,7 @@ class TaskTermsMixin:
             force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
             inputs.first_contact, inputs.air_time = self.feet.update(force)
             inputs.foot_contact = self.feet.contact
+            inputs.foot_height = self.foot_height()
         inputs.gait_phase = self.gait_phase()
         signals = self._signals(f)
         for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)

@@ -170,6 +170,7 @@ TORCH_REWARD_TERMS: dict[str, Callable[[RewardInputs, dict], Tensor]] = {
     "feet_air_time": lambda i, c: ((i.air_time - c["target_s"]) * i.first_contact).sum(1) * _moving(i),
     "feet_phase_contact": lambda i, c: (i.foot_contact == (_leg_phases(i.gait_phase, i.foot_contact.shape[1])
                                                            < c["stance_fraction"])).sum(1).to(i.q.dtype),
+    "feet_swing_height": lambda i, c: ((i.foot_height - c["target_m"]).square() * ~i.foot_contact).sum(1),
     "stand_still": lambda i, c: (i.q - i.default_q).abs().sum(1) * ~_moving(i),
     "torques": lambda i, c: _sq(i.torque),
     "dof_vel": lambda i, c: _sq(i.dq),

@@ -104,6 +104,7 @@ class WarpVecEnv:
         self._torque_adr = t(sens.joint_torque[idx], torch.long)
         self._foot_adr = t(sens.foot_contact[:, None] + np.arange(1, 4), torch.long)  # (feet, 3): fx, fy, fz
         self._base_contact = sens.base_contact
+        self._foot_z = t(sens.foot_pos + 2, torch.long)  # each foot body's world z (flat ground: its height)
         imu = robot.imu_in_base(scratch)
         self._imu_rot = None if np.allclose(imu, np.eye(3)) else t(imu)
         if self._imu_rot is not None:
@@ -213,6 +214,10 @@ class WarpVecEnv:
         return ObsInputs(q=f["q"], dq=f["dq"], default_q=self.default_q, base_quat=quat, base_ang_vel=ang,
                          command=self.commands, last_action=self.action, base_lin_vel=lin,
                          gait_phase=self.gait_phase())
+
+    def foot_height(self) -> torch.Tensor:
+        """(N, feet) each foot body's origin above the floor, at the last substep's sensors (as the CPU env's)."""
+        return self.sensordata[:, self._foot_z]
 
     def gait_phase(self) -> torch.Tensor | None:
         """Each env's gait clock (tasks with a gait period): counted from its episode's first observation."""
@@ -360,7 +365,7 @@ class WarpVecEnv:
             sent_action=self.last_sent_action, action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"],
             base_ang_vel=f["base_ang_vel"],
             projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air,
-            foot_contact=self.feet.contact, gait_phase=self.gait_phase())
+            foot_contact=self.feet.contact, foot_height=self.foot_height(), gait_phase=self.gait_phase())
         inputs.target_lower, inputs.target_upper = tt.velocity_aware_bounds(f["dq"], self._chain_lower,
                                                                             self._chain_upper, self.dt)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)

@@ -23,6 +23,7 @@ from robot_rl.tasks.terrain import TerrainCfg
 
 HFIELD = "robot_rl_terrain"
 FOOT_CONTACT = "robot_rl_foot_contact_{}"
+FOOT_POS = "robot_rl_foot_pos_{}"
 BASE_CONTACT = "robot_rl_base_contact"
 JOINT_TORQUE = "robot_rl_torque_{}"
 EE_POS, EE_VEL = "robot_rl_ee_pos", "robot_rl_ee_vel"
@@ -35,6 +36,7 @@ class SensorLayout:
     """Where each quantity sits in ``sensordata`` (start addresses; None where the robot has none)."""
 
     foot_contact: np.ndarray  # (feet,) address of [found, fx, fy, fz]
+    foot_pos: np.ndarray  # (feet,) address of the foot body origin's [x, y, z], world frame
     base_contact: int | None
     joint_torque: np.ndarray  # (n,) address of each spec joint's actuator torque
     ee_pos: int | None
@@ -125,6 +127,8 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
             add_scene(mjs, scene)
         for i, foot in enumerate(sim.foot_bodies):
             _add_contact_sensor(mjs, FOOT_CONTACT.format(i), foot)
+            mjs.add_sensor(name=FOOT_POS.format(i), type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                           objtype=mujoco.mjtObj.mjOBJ_BODY, objname=foot)
         if sim.floating_base:
             _add_contact_sensor(mjs, BASE_CONTACT, sim.base_body)
         for joint in spec.joint_names:
@@ -153,6 +157,7 @@ def build_training_world(spec: RobotSpec, terrain: TerrainCfg | None, keep_visua
 
     sensors = SensorLayout(
         foot_contact=np.array([adr(FOOT_CONTACT.format(i)) for i in range(len(sim.foot_bodies))], dtype=int),
+        foot_pos=np.array([adr(FOOT_POS.format(i)) for i in range(len(sim.foot_bodies))], dtype=int),
         base_contact=adr(BASE_CONTACT) if sim.floating_base else None,
         joint_torque=np.array([adr(JOINT_TORQUE.format(j)) for j in spec.joint_names], dtype=int),
         ee_pos=adr(EE_POS) if sim.end_effector_body else None,

@@ -76,6 +76,7 @@ class RewardInputs:
     first_contact: np.ndarray | None = None  # (N, F) bool, foot touched down this step
     air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
     foot_contact: np.ndarray | None = None  # (N, F) bool, the foot is on the ground (filtered as first_contact)
+    foot_height: np.ndarray | None = None  # (N, F) m, each foot body's origin above the ground under it
     gait_phase: np.ndarray | None = None  # (N,) in [0, 1): the task's gait clock (TaskCfg.gait_period_s)
     ee_error: np.ndarray | None = None  # (N,) m, end effector to target
     object_pos: np.ndarray | None = None  # (N, 3) m, the pushed object's centre, base frame (command = goal x, y)
@@ -156,6 +157,9 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     "feet_phase_contact": _t(lambda i, c: np.sum(
         i.foot_contact == (leg_phases(i.gait_phase, i.foot_contact.shape[1]) < c["stance_fraction"]), axis=1
     ).astype(float), reads=("foot_contact", "gait_phase"), stance_fraction=0.55),
+    # each foot in the air at target_m (its body origin: the G1's ankle, as unitree_rl_gym's feet_swing_height)
+    "feet_swing_height": _t(lambda i, c: np.sum(np.square(i.foot_height - c["target_m"]) * ~i.foot_contact, axis=1),
+                            reads=("foot_contact", "foot_height"), target_m=0.08),
     "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
     "torques": _t(lambda i, c: _sq(i.torque)),

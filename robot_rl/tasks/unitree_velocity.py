@@ -7,8 +7,8 @@
 as unitree_rl_gym's G1 walking policy: its action scale 0.25, its command ranges, its gait clock (a 0.8 s period,
 sin and cos of the phase observed, each foot's contact rewarded against it) and its reward weights where this
 project has the term (velocity tracking, base height at the spec's nominal height, orientation, vertical and
-roll/pitch rates, joint accelerations and velocities, action rate, joint limits, its alive bonus). Its swing-height,
-hip-position and contact-velocity terms are not here (no foot positions in the reward inputs).
+roll/pitch rates, joint accelerations and velocities, action rate, joint limits, swing height, its alive bonus). Its
+hip-position and contact-velocity terms are not here.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ G1_REWARDS = RewardsCfg(
         # Each foot against the gait clock, not a gait of the policy's own: legged_gym's air time (40 M env steps on
         # an H200) and single stance (16 M) both learned to stand, not to step (RESULTS_training, g1-flat).
         RewardTerm("feet_phase_contact", 0.18, (("stance_fraction", 0.55),)),
+        RewardTerm("feet_swing_height", -20.0, (("target_m", 0.08),)),  # the ankle 8 cm up in swing, as theirs
         # Each target the deploy chain would clip costs, as for the quadrupeds: without it the first GPU chunk's
         # policy (iteration 402) had 0.53 chain interventions per gate tick (limit 0.05); the G1's
         # target-rate limit (10 rad/s, its protection's) is half theirs. Light, because only_positive is off: that

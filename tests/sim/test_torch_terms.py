@@ -94,7 +94,7 @@ def test_every_torch_reward_term_agrees() -> None:
                   base_ang_vel=rng.normal(size=(N, 3)), projected_gravity=rng.normal(size=(N, 3)),
                   base_height=rng.uniform(0.2, 0.4, N), first_contact=rng.random((N, 4)) < 0.5,
                   air_time=rng.uniform(0, 1, (N, 4)), foot_contact=rng.random((N, 2)) < 0.5,
-                  gait_phase=rng.uniform(0, 1, N),
+                  foot_height=rng.uniform(0, 0.2, (N, 2)), gait_phase=rng.uniform(0, 1, N),
                   target_lower=-np.ones(J) * 0.8, target_upper=np.ones(J) * 0.8, action_scale=0.25)
     terms = tuple(rw.RewardTerm(name, 0.5) for name in tt.TORCH_REWARD_TERMS)
     cfg = rw.RewardsCfg(terms).for_robot(0.3)

@@ -55,7 +55,7 @@ def test_warp_env_follows_the_cpu_env_from_the_same_state_under_the_same_actions
     gpu.set_physics_state(cpu.state[:, 1 : 1 + nq], cpu.state[:, 1 + nq : 1 + nq + nv])  # the same random yaw
     np.testing.assert_allclose(_np(gpu.actor_obs), cpu.actor_obs, atol=1e-6)
     np.testing.assert_allclose(_np(gpu.critic_obs), cpu.critic_obs, atol=1e-6)
-    worst = dict.fromkeys(("q", "dq", "base", "reward", "obs"), 0.0)
+    worst = dict.fromkeys(("q", "dq", "base", "reward", "obs", "feet"), 0.0)
     for k in range(STEPS):
         action = _gait(k, cpu.dt)
         a, b = cpu.step(action), gpu.step(torch.as_tensor(action, device=device))
@@ -67,8 +67,10 @@ def test_warp_env_follows_the_cpu_env_from_the_same_state_under_the_same_actions
         worst["base"] = max(worst["base"], float(np.abs(_np(gpu.qpos[:, :7]) - cpu.state[:, 1:8]).max()))
         worst["reward"] = max(worst["reward"], float(np.abs(_np(b.reward) - a.reward).max()))
         worst["obs"] = max(worst["obs"], float(np.abs(_np(b.critic_obs) - a.critic_obs).max()))
+        worst["feet"] = max(worst["feet"], float(np.abs(_np(gpu.foot_height()) - cpu.foot_height()).max()))
     assert not a.terminated.any()  # the comparison ran on standing, stepping robots, not on resets
     assert worst["q"] < TOL_Q and worst["dq"] < TOL_DQ and worst["base"] < TOL_BASE, worst
+    assert worst["feet"] < TOL_BASE, worst
     assert worst["reward"] < TOL_REWARD and worst["obs"] < 10 * TOL_Q, worst
     assert np.abs(_np(gpu.qpos[:, :2]) - cpu.state[:, 1:3]).max() < TOL_BASE
     assert np.abs(cpu.state[:, 1:3] - cpu._template[1:3]).max() > 1e-3  # the bases moved: a real trajectory

@@ -67,6 +67,13 @@ def test_weights_are_per_second_and_only_positive_clips_the_sum():
     assert np.all(clipped == 0.0)
 
 
+def test_feet_swing_height_holds_each_foot_in_the_air_at_the_target():
+    contact = np.array([[True, False], [False, False], [True, True]])
+    height = np.array([[0.0, 0.08], [0.03, 0.18], [0.0, 0.0]])
+    r = _term("feet_swing_height", _inputs(foot_contact=contact, foot_height=height))
+    assert r == pytest.approx([0.0, 0.05**2 + 0.1**2, 0.0])  # feet on the ground cost nothing
+
+
 def test_alive_pays_every_step_and_a_fall_only_ends_the_payments():
     falling = _inputs(terminated=np.array([False, True, False]))
     total, _ = compute_rewards(RewardsCfg(terms=(RewardTerm("alive", 0.15),)), falling)
@@ -209,6 +216,7 @@ def test_every_term_computes_from_the_fields_it_declares_it_reads():
     import dataclasses
 
     full = _inputs(n=3, j=2, foot_contact=np.array([[True, False]] * 3), gait_phase=np.full(3, 0.3),
+                   foot_height=np.full((3, 2), 0.05),
                    object_pos=np.zeros((3, 3)), tool_pos=np.zeros((3, 3)), target_lower=-np.ones(2),
                    target_upper=np.ones(2), max_action_step=0.3, action_scale=0.25)
     # What the on-robot reward always provides, besides the required fields.
