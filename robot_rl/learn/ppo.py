@@ -63,11 +63,7 @@ class RslRlVecEnv(VecEnv):
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
         # rsl_rl spreads the first episodes' lengths (init_at_random_ep_len) by assigning this buffer.
-        if hasattr(self.env, "set_episode_length"):  # an env whose buffer is a copy (the warp contact mix)
-            self.env.set_episode_length(value)
-        else:
-            self.env.episode_length[:] = (value if isinstance(self.env.episode_length, torch.Tensor)
-                                          else value.cpu().numpy())
+        self.env.episode_length[:] = value if isinstance(self.env.episode_length, torch.Tensor) else value.cpu().numpy()
 
     def _obs(self, actor: np.ndarray | torch.Tensor, critic: np.ndarray | torch.Tensor) -> TensorDict:
         # Copies: the env reuses its observation arrays on the next step.

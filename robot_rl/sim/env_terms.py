@@ -15,7 +15,8 @@ from robot_rl.tasks.terms import TaskSignals
 
 
 class TaskTermsMixin:
-    """Needs the env's ``task``, ``state``, ``_sens``, ``world``, ``models``, ``commands``, actions and feet."""
+    """Needs the env's ``task``, ``state``, ``_sens``, ``world``, ``models``, ``commands``, actions and feet (and
+    ``_reads_foot_height``)."""
 
     def _failures(self, f: dict[str, np.ndarray]) -> np.ndarray:
         t = self.task.terminations
@@ -64,7 +65,8 @@ class TaskTermsMixin:
             force = np.linalg.norm(self._sens[:, :, adr[:, None] + np.arange(1, 4)], axis=3)
             inputs.first_contact, inputs.air_time = self.feet.update(force)
             inputs.foot_contact = self.feet.contact
-            inputs.foot_height = self.foot_height()
+            if self._reads_foot_height:
+                inputs.foot_height = self.foot_height()
         inputs.gait_phase = self.gait_phase()
         signals = self._signals(f)
         for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)

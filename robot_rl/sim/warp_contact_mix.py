@@ -4,13 +4,16 @@ MuJoCo Warp keeps the friction cone (and ``impratio``) once for all worlds, so o
 share of its envs on the gate's stiff elliptic cone and the rest on the training world's pyramidal contact, as the
 CPU env does (``RandomizationCfg.stiff_contact_fraction``). A task that asks for a share gets two envs here — the
 stiff share first, then the rest — stepped one after the other and seen by the learner as one batch of
-``num_envs``: the same envs per contact as the CPU env, in another order (rsl_rl's mini-batches are random draws
-over all of them, so the order does not matter). Each part draws from its own seed.
+``num_envs`` (their episode counters are views of one buffer): the same envs per contact as the CPU env, in another
+order (rsl_rl's mini-batches are random draws over all of them, so the order does not matter). Each part draws from
+its own seed.
 
 For PPO (``robot-rl train --backend warp``); the off-policy loop keeps one env (one cone, said in its notes).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 
@@ -36,7 +39,12 @@ class ContactMixVecEnv:
         self.num_actions = first.num_actions
         self.num_actor_obs, self.num_critic_obs = first.num_actor_obs, first.num_critic_obs
         self.num_envs = sum(p.num_envs for p in parts)
-        self._bounds = torch.cumsum(torch.tensor([0] + [p.num_envs for p in parts]), 0).tolist()
+        self._bounds = [0, *itertools.accumulate(p.num_envs for p in parts)]
+        # One buffer, the parts' counters views of it: rsl_rl writes it in place (init_at_random_ep_len) and the
+        # parts count in place, so both see every write.
+        self.episode_length = torch.cat([p.episode_length for p in parts])
+        for p, view in zip(parts, self._split(self.episode_length), strict=True):
+            p.episode_length = view
         self.stiff_contact = torch.cat([torch.full((p.num_envs,), p.stiff_contact, dtype=torch.bool,
                                                    device=first._tdev) for p in parts])
         shares = ", ".join(f"{p.num_envs} {'elliptic' if p.stiff_contact else 'training'}" for p in parts)
@@ -52,16 +60,6 @@ class ContactMixVecEnv:
     @property
     def critic_obs(self) -> torch.Tensor:
         return torch.cat([p.critic_obs for p in self.parts])
-
-    @property
-    def episode_length(self) -> torch.Tensor:
-        """A copy: write it with ``set_episode_length``."""
-        return torch.cat([p.episode_length for p in self.parts])
-
-    def set_episode_length(self, value: torch.Tensor) -> None:
-        value = torch.as_tensor(value, device=self.parts[0]._tdev)
-        for p, v in zip(self.parts, self._split(value), strict=True):
-            p.episode_length[:] = v
 
     def reset(self) -> tuple[torch.Tensor, torch.Tensor]:
         for p in self.parts:

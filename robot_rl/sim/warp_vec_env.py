@@ -136,6 +136,7 @@ class WarpVecEnv:
         self.feet = tt.FootAirTime(n, len(robot.foot_body_ids), self.dt, dev)
         self.rewards_cfg = task.rewards.for_robot(spec.sim_model.base_height)
         tt.check_reward_terms(self.rewards_cfg)
+        self._reads_foot_height = bool(self.rewards_cfg.readers("foot_height"))  # the G1's swing height, not every task
         self._episode_sums = {term.name: z(n) for term in task.rewards.terms}
         self._vel_errors = tt.VelocityErrors(n, dev) if task.terms.metrics else None
         lower, upper = soft_limits(spec.position_lower[idx], spec.position_upper[idx], task.rewards.soft_limit_fraction)
@@ -365,7 +366,9 @@ class WarpVecEnv:
             sent_action=self.last_sent_action, action_scale=self.task.action.scale, base_lin_vel=f["base_lin_vel"],
             base_ang_vel=f["base_ang_vel"],
             projected_gravity=f["gravity"], base_height=f["base_pos"][:, 2], first_contact=first, air_time=air,
-            foot_contact=self.feet.contact, foot_height=self.foot_height(), gait_phase=self.gait_phase())
+            foot_contact=self.feet.contact, gait_phase=self.gait_phase())
+        if self._reads_foot_height:
+            inputs.foot_height = self.foot_height()
         inputs.target_lower, inputs.target_upper = tt.velocity_aware_bounds(f["dq"], self._chain_lower,
                                                                             self._chain_upper, self.dt)
         reward, parts = tt.compute_rewards(self.rewards_cfg, inputs)

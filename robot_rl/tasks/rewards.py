@@ -45,6 +45,10 @@ class RewardsCfg:
     soft_limit_fraction: float = 0.9  # the soft joint range (dof_pos_limits penalizes beyond this fraction)
     only_positive: bool = False  # clip the summed reward at 0 (helps early locomotion learning)
 
+    def readers(self, field: str) -> list[str]:
+        """The terms that read the optional input ``field`` (an env computes it only for them)."""
+        return [t.name for t in self.terms if field in REWARD_TERMS[t.name].reads]
+
     def for_robot(self, base_height_m: float) -> RewardsCfg:
         """The robot's facts filled in: a base-height term without its own target holds the spec's height."""
         terms = tuple(

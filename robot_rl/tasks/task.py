@@ -21,7 +21,7 @@ from robot_rl.tasks.commands import CommandSpec
 from robot_rl.tasks.mirror import check_mirrorable
 from robot_rl.tasks.observations import ObservationLayout
 from robot_rl.tasks.randomization import RandomizationCfg
-from robot_rl.tasks.rewards import REWARD_TERMS, RewardsCfg
+from robot_rl.tasks.rewards import RewardsCfg
 from robot_rl.tasks.terms import TaskTerms
 from robot_rl.tasks.terrain import TerrainCfg
 
@@ -115,7 +115,7 @@ class TaskCfg:
         if len(periods) > 1 or (periods and self.actor_obs.gait_period_s is None):
             raise ValueError(f"task {self.name!r}: the actor's gait clock ({self.actor_obs.gait_period_s} s) and the "
                              f"critic's ({self.critic_obs.gait_period_s} s) differ: one clock runs the episode")
-        unclocked = [t.name for t in self.rewards.terms if "gait_phase" in REWARD_TERMS[t.name].reads]
+        unclocked = self.rewards.readers("gait_phase")
         if unclocked and self.gait_period_s is None:
             raise ValueError(f"task {self.name!r}: reward terms {unclocked} read the gait clock, which the task does "
                              "not have (its actor observation's gait_period_s)")

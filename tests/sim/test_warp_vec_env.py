@@ -271,9 +271,10 @@ def test_the_contact_mix_runs_each_share_of_the_envs_on_its_own_cone() -> None:
 
     alone = WarpVecEnv(task, 6, seed=3 + SEED_STRIDE, device="cpu", stiff_contact=False)
     end = mix.max_episode_length - 10  # env i runs out of time at step 10 - i
-    mix.set_episode_length(end + torch.arange(8))
+    mix.episode_length[:] = end + torch.arange(8)  # as rsl_rl writes it: in place, and the parts count on from it
     alone.episode_length[:] = end + torch.arange(2, 8)
-    assert mix.episode_length.tolist() == (end + torch.arange(8)).tolist()
+    assert stiff.episode_length.tolist() == [end, end + 1]
+    assert soft.episode_length.tolist() == alone.episode_length.tolist()
     torch.testing.assert_close(mix.actor_obs[2:], alone.actor_obs)
     finished = 0
     for k in range(12):
