@@ -99,6 +99,11 @@ class ConditionResult:
     passed: bool
     tracking_errors: tuple[float, ...] = ()  # each run's, in seed order
 
+    @property
+    def mean_error(self) -> float:
+        """Mean tracking error over the runs: the ratio's denominator (NaN when a run scored none)."""
+        return mean_of(self.tracking_errors)
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Conditions
@@ -309,11 +314,15 @@ def _run_all(policy: str, conditions: list[Condition], config: GateConfig, pool:
     return grouped
 
 
-def mean_tracking_error(runs: list[RunOutcome]) -> float:
-    """Mean over ``runs`` (NaN when any run scored nothing: a ratio over part of the scripts would compare
-    different scripts)."""
-    errors = [r.tracking_error for r in runs]
+def mean_of(errors) -> float:
+    """Mean of the runs' tracking errors (NaN when any run scored nothing: a ratio over part of the scripts would
+    compare different scripts)."""
+    errors = list(errors)
     return float(np.mean(errors)) if errors and not any(math.isnan(e) for e in errors) else math.nan
+
+
+def mean_tracking_error(runs: list[RunOutcome]) -> float:
+    return mean_of(r.tracking_error for r in runs)
 
 
 def summarize(c: Condition, runs: list[RunOutcome], nominal_error: float, config: GateConfig) -> ConditionResult:

@@ -9,8 +9,12 @@ from pathlib import Path
 from robot_rl.evaluation.gate_config import GateConfig
 from robot_rl.evaluation.robustness import SuiteResult
 
-COLUMNS = ("group", "condition", "setting", "runs", "falls", "tracking ratio", "interventions / tick (worst)",
-           "result")
+# The tracking error beside its ratio: where the nominal error is small, a low ratio can be a difference of a
+# centimetre per second, and the reader should see which.
+COLUMNS = ("group", "condition", "setting", "runs", "falls", "tracking error", "tracking ratio",
+           "interventions / tick (worst)", "result")
+# Tables written before the absolute error had its column (session 25); they still parse, without it.
+LEGACY_COLUMNS = tuple(c for c in COLUMNS if c != "tracking error")
 VERDICT_PREFIX = "**verdict: "
 
 
@@ -45,10 +49,12 @@ def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str
         f"{config.max_intervention_rate:g} per tick in every run, tracking ratio (nominal mean error / condition "
         f"mean error, same simulator, the nominal seeds' scripts) ≥ {config.robust_tracking_ratio_min:g} at the DR "
         "corners and the worst case, and the gate's tracking checks in every nominal, long-walk and steps run. "
+        "Tracking error: mean over the runs of each run's mean |vx| and |vy| errors (m/s) plus its mean yaw-rate "
+        "error (rad/s), over the scored ticks; for an arm, the tool point's mean distance to its targets (m). "
         "Definitions: `robot_rl/evaluation/robustness.py`.", "",
         *_nominal_spread(result), "",
         "| " + " | ".join(COLUMNS) + " |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in result.results:
         c = r.condition
@@ -58,9 +64,9 @@ def suite_markdown(result: SuiteResult, config: GateConfig, command: str) -> str
         if r.errors:
             notes.append(f"{r.errors} runs crashed")
         word = "PASS" if r.passed else "FAIL"
-        lines.append("| " + " | ".join([c.group, c.label, c.setting, str(r.runs), str(r.falls), _num(r.ratio),
-                                         _num(r.intervention_rate), word + (f" ({'; '.join(notes)})" if notes else "")])
-                     + " |")
+        cells = [c.group, c.label, c.setting, str(r.runs), str(r.falls), _num(r.mean_error), _num(r.ratio),
+                 _num(r.intervention_rate), word + (f" ({'; '.join(notes)})" if notes else "")]
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"{VERDICT_PREFIX}{'PASS' if result.passed else 'FAIL'}** — {len(failed)} of "
               f"{len(result.results)} conditions fail."]
     if result.errors:
@@ -76,9 +82,9 @@ def parse_suite_table(text: str) -> tuple[bool, list[dict[str, str]]]:
     rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) == len(COLUMNS) and cells[0] not in ("group",) and \
-                not set(cells[0]) <= set("-:"):
-            rows.append(dict(zip(COLUMNS, cells, strict=True)))
+        columns = {len(COLUMNS): COLUMNS, len(LEGACY_COLUMNS): LEGACY_COLUMNS}.get(len(cells))
+        if line.startswith("|") and columns and cells[0] not in ("group",) and not set(cells[0]) <= set("-:"):
+            rows.append({"tracking error": "—", **dict(zip(columns, cells, strict=True))})
     if not rows:
         raise ValueError("a robustness table needs at least one condition row")
     return verdicts[0].startswith(VERDICT_PREFIX + "PASS"), rows
