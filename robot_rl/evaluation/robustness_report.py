@@ -13,7 +13,7 @@ from robot_rl.evaluation.robustness import SuiteResult
 # centimetre per second, and the reader should see which.
 COLUMNS = ("group", "condition", "setting", "runs", "falls", "tracking error", "tracking ratio",
            "interventions / tick (worst)", "result")
-# Tables written before the absolute error had its column (session 25); they still parse, without it.
+# Tables written before the error had its column (committed ones, users' own) still parse, without it.
 LEGACY_COLUMNS = tuple(c for c in COLUMNS if c != "tracking error")
 VERDICT_PREFIX = "**verdict: "
 
