@@ -35,7 +35,7 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -314,7 +314,7 @@ def _run_all(policy: str, conditions: list[Condition], config: GateConfig, pool:
     return grouped
 
 
-def mean_of(errors) -> float:
+def mean_of(errors: Iterable[float]) -> float:
     """Mean of the runs' tracking errors (NaN when any run scored nothing: a ratio over part of the scripts would
     compare different scripts)."""
     errors = list(errors)
@@ -331,15 +331,15 @@ def summarize(c: Condition, runs: list[RunOutcome], nominal_error: float, config
     falls = sum(r.fell for r in runs)
     errors = sum(r.error is not None for r in runs)
     same_script = c.ratio or c.group == "nominal"
-    mean = mean_tracking_error(runs)
+    tracking = tuple(r.tracking_error for r in runs)
+    mean = mean_of(tracking)
     ratio = nominal_error / mean if same_script and mean > 0 else math.nan  # NaN compares False: no ratio, no pass
     rate = max((r.intervention_rate for r in runs), default=math.nan)
     gate_failures = sum(not r.gate_tracking_passed for r in runs)
     passed = (errors == 0 and falls <= config.max_falls and rate <= config.max_intervention_rate
               and (not c.ratio or ratio >= config.robust_tracking_ratio_min)
               and (not c.gate_tracking or gate_failures == 0))
-    return ConditionResult(c, len(runs), falls, ratio, rate, gate_failures, errors, passed,
-                           tuple(r.tracking_error for r in runs))
+    return ConditionResult(c, len(runs), falls, ratio, rate, gate_failures, errors, passed, tracking)
 
 
 @dataclass
