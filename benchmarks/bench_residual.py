@@ -311,6 +311,7 @@ def loop_timing(base_onnx: Path, task, seconds: float, kill_at_s: float) -> dict
                                  "max": float(max(poll_s) * 1e6), "n": len(poll_s)},
                 "syncs": res.stats["syncs"], "fallback_ticks": res.stats["fallback_ticks"],
                 "learner_updates_before_kill": learner.status.updates, "mode_at_end": runtime.mode.value,
+                "fault": [(e.filter_name, str(e)) for e in runtime.chain.fault],
                 "scheduling": rt_report.fifo_detail if rt_report.fifo_applied else f"normal ({rt_report.fifo_detail})"}
     finally:
         robot.close()

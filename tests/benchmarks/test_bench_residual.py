@@ -27,8 +27,14 @@ def test_loop_timing_on_the_a1_survives_the_learner_kill(benchmark_module):
     from robot_rl.robots.spec import load_robot
     from robot_rl.tasks.registry import make_task
 
-    timing = bench_residual.loop_timing(ROOT / "policies/a1_flat/policy.onnx", make_task("a1-flat"), seconds=6.0,
-                                        kill_at_s=3.0)
+    for _ in range(2):
+        timing = bench_residual.loop_timing(ROOT / "policies/a1_flat/policy.onnx", make_task("a1-flat"),
+                                            seconds=6.0, kill_at_s=3.0)
+        # A stall of the machine itself (more than 3 deadlines in a row on a shared CI host) faults the chain into
+        # damping, as it should on a robot; that says nothing about the learner's kill, so it runs once more.
+        if {name for name, _ in timing["fault"]} != {"overrun"}:
+            break
+    assert timing["fault"] == [], timing["fault"]  # what latched the chain, when something did
     period = load_robot("a1").timing.policy_period_s
     assert timing["ticks"] == round(6.0 / period) and timing["kill_tick"] == round(3.0 / period)
     assert timing["mode_at_end"] == "running"  # the base kept walking after the kill
