@@ -27,7 +27,8 @@ from tensordict import TensorDict
 from robot_rl.learn.errors import CheckpointError
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
-from robot_rl.tasks.task import PPOCfg, TaskCfg
+from robot_rl.tasks.registry import make_task
+from robot_rl.tasks.task import PPOCfg, TaskCfg, resume_mismatches
 
 if TYPE_CHECKING:  # mujoco_warp is an optional extra
     from robot_rl.sim.warp_contact_mix import ContactMixVecEnv
@@ -293,10 +294,16 @@ def read_checkpoint_info(path: str | Path) -> dict[str, Any]:
     return info
 
 
-def check_checkpoint(path: str | Path, task: TaskCfg, spec: RobotSpec) -> dict[str, Any]:
-    """The checkpoint's recorded info, after checking it was trained for this task and robot spec."""
+def check_checkpoint(path: str | Path, task: TaskCfg, spec: RobotSpec, *, resuming: bool = False) -> dict[str, Any]:
+    """The checkpoint's recorded info, after checking it was trained for this task and robot spec. ``resuming``
+    (train --resume) also accepts a checkpoint of the task's ``starts_from`` task, when it still fits."""
     info = read_checkpoint_info(path)
-    if info["task"] != task.name:
+    if resuming and task.starts_from is not None and info["task"] == task.starts_from:
+        mismatches = resume_mismatches(task, make_task(task.starts_from))
+        if mismatches:
+            raise CheckpointError(f"checkpoint {path} of task {task.starts_from!r} cannot start {task.name!r}: their "
+                                  f"{', '.join(mismatches)} differ")
+    elif info["task"] != task.name:
         raise CheckpointError(
             f"checkpoint {path} was trained for task {info['task']!r}, not {task.name!r}; "
             f"pass --task {info['task']} or a checkpoint of {task.name!r}"

@@ -57,7 +57,7 @@ class TrainArgs:
     seed: int = 0
     log_dir: Path = Path("runs")
     run_name: str = ""  # appended to the timestamped run directory
-    resume: Path | None = None  # checkpoint to continue from (same task and robot spec)
+    resume: Path | None = None  # checkpoint to continue from (same task and robot spec, or the task's starts_from)
     randomize: bool = True  # domain randomization (the task's ranges)
     dr: tuple[str, ...] = ()  # overrides of the task's randomization, KEY=VALUE, e.g. friction_scale=0.3,1.2
     physics_threads: int | None = None  # mujoco.rollout threads; default: all cores
@@ -179,7 +179,8 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
 
     if args.resume is not None:
-        info = check_checkpoint(args.resume, task, spec)  # before building anything: a wrong file fails fast
+        # before building anything: a wrong file fails fast
+        info = check_checkpoint(args.resume, task, spec, resuming=True)
         check_algorithm(info, args.algo, args.resume)
     offpolicy, resume = None, None  # FastTD3's settings (a PPO-only flag or several ranks fail here)
     if args.algo == "fasttd3":

@@ -103,6 +103,9 @@ class TaskCfg:
     # None: the learner's default (SACCfg). A task fact like its PPO settings, not a robot fact.
     finetune_lr: float | None = None
     description: str = ""
+    # A task whose checkpoints ``train --resume`` may continue under this one (same robot, observations, action and
+    # networks: :func:`resume_mismatches`), as a rough-terrain task starts from a walking flat policy.
+    starts_from: str | None = None
 
     def __post_init__(self) -> None:
         privileged = [t.name for t in self.actor_obs.terms if t.name not in MEASURED_TERMS]
@@ -136,3 +139,13 @@ class TaskCfg:
     def objective(self) -> str:
         """The kind of task (its terms' name): a label for logs and per-kind settings tables, not a switch."""
         return self.terms.name
+
+
+def resume_mismatches(task: TaskCfg, start: TaskCfg) -> list[str]:
+    """What keeps a checkpoint of ``start`` from resuming under ``task`` (empty: it fits): the robot, both
+    observation layouts, the command names, the action and the networks must be the same."""
+    fields = {"robot": lambda t: t.robot, "actor observation": lambda t: t.actor_obs,
+              "critic observation": lambda t: t.critic_obs, "commands": lambda t: t.commands.names,
+              "action": lambda t: t.action, "actor network": lambda t: (t.ppo.actor_hidden_dims, t.ppo.activation),
+              "critic network": lambda t: t.ppo.critic_hidden_dims}
+    return [name for name, get in fields.items() if get(task) != get(start)]

@@ -140,6 +140,25 @@ def test_a_wall_clock_budget_stops_and_saves(tmp_path):
     assert final.name == "model_0.pt" and final.is_file()  # stopped after the first iteration
 
 
+def test_a_rough_run_starts_from_a_flat_checkpoint_and_only_a_run_does(checkpoint, tmp_path):
+    """a1-rough's starts_from: --resume takes an a1-flat checkpoint (same observations, action and networks) and
+    the run's checkpoints are a1-rough's; play (and export) still refuse it as an a1-rough policy."""
+    final = train(TrainArgs(task="a1-rough", log_dir=tmp_path, resume=checkpoint, **{**TINY, "max_iterations": 1}))
+    assert final.name == "model_1.pt" and read_checkpoint_info(final)["task"] == "a1-rough"
+    with pytest.raises(CheckpointError, match="trained for task 'a1-flat', not 'a1-rough'"):
+        play(PlayArgs(checkpoint=checkpoint, task="a1-rough"))
+
+
+def test_a_start_whose_network_differs_is_refused(checkpoint):
+    from robot_rl.learn.ppo import check_checkpoint
+    from robot_rl.robots.spec import load_robot
+
+    rough = make_task("a1-rough")
+    wider = dataclasses.replace(rough, ppo=dataclasses.replace(rough.ppo, actor_hidden_dims=(256, 128, 64)))
+    with pytest.raises(CheckpointError, match="cannot start 'a1-rough': their actor network differ"):
+        check_checkpoint(checkpoint, wider, load_robot("a1"), resuming=True)
+
+
 def test_a_checkpoint_of_another_task_is_refused(checkpoint, tmp_path):
     with pytest.raises(CheckpointError, match="trained for task 'a1-flat'"):
         play(PlayArgs(checkpoint=checkpoint, task="panda-reach"))

@@ -7,7 +7,7 @@ import pytest
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
-from robot_rl.tasks.task import MEASURED_TERMS
+from robot_rl.tasks.task import MEASURED_TERMS, resume_mismatches
 
 
 def test_every_registered_task_builds_with_its_own_name():
@@ -15,6 +15,15 @@ def test_every_registered_task_builds_with_its_own_name():
         task = make_task(name)
         assert task.name == name
         load_robot(task.robot)  # the robot it names exists
+
+
+def test_every_task_that_starts_from_another_fits_its_checkpoints():
+    starting = {name: make_task(name).starts_from for name in TASKS if make_task(name).starts_from}
+    assert starting == {"a1-rough": "a1-flat"}
+    for name, start in starting.items():
+        assert resume_mismatches(make_task(name), make_task(start)) == []
+    history = make_task("a1-flat-history")  # five ticks of every measurement: a checkpoint of a1-flat cannot start it
+    assert resume_mismatches(history, make_task("a1-flat")) == ["actor observation"]
 
 
 def test_unknown_task_error_lists_the_known_tasks():
