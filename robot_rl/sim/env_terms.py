@@ -16,7 +16,7 @@ from robot_rl.tasks.terms import TaskSignals
 
 class TaskTermsMixin:
     """Needs the env's ``task``, ``state``, ``_sens``, ``world``, ``models``, ``commands``, actions and feet (and
-    ``_reads_foot_height``, ``_reads_foot_speed``)."""
+    ``_reads_foot_height``)."""
 
     def _failures(self, f: dict[str, np.ndarray]) -> np.ndarray:
         t = self.task.terminations
@@ -46,14 +46,6 @@ class TaskTermsMixin:
         return np.stack([pos[:, k, 2] - terrain_lib.height_at(self.task.terrain, self.heights, pos[:, k, :2])
                          for k in range(pos.shape[1])], axis=1)
 
-    def foot_speed(self) -> np.ndarray:
-        """(N, feet) each foot body's horizontal speed over the policy step: its travel from the first substep's
-        sensors to the last's, over the time between them."""
-        adr = self.world.sensors.foot_pos
-        xy = self._sens[:, :, adr[:, None] + np.arange(2)]  # (N, substeps, feet, 2)
-        substeps = xy.shape[1]
-        return np.linalg.norm(xy[:, -1] - xy[:, 0], axis=2) / (self.dt * (substeps - 1) / substeps)
-
     def _rewards(self, f: dict[str, np.ndarray], terminated: np.ndarray) -> tuple[np.ndarray, dict]:
         sens = self.world.sensors
         torque = self._sens[:, :, self._torque_adr].mean(axis=1)  # the policy joints' actuator torques
@@ -75,8 +67,6 @@ class TaskTermsMixin:
             inputs.foot_contact = self.feet.contact
             if self._reads_foot_height:
                 inputs.foot_height = self.foot_height()
-            if self._reads_foot_speed:
-                inputs.foot_speed = self.foot_speed()
         inputs.gait_phase = self.gait_phase()
         signals = self._signals(f)
         for term in self.task.terms.reward_inputs:  # the task's own fields (a tool-point error, its object)

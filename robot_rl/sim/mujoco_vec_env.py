@@ -165,9 +165,7 @@ class MujocoVecEnv(TaskTermsMixin):
         self._step_count = 0
         # The reward settings with the robot's facts filled in (the nominal base height from the spec).
         self.rewards_cfg = task.rewards.for_robot(spec.sim_model.base_height)
-        # Foot heights and speeds only where a reward term reads them (the G1's swing height, a1-rough's clearance).
-        self._reads_foot_height = bool(self.rewards_cfg.readers("foot_height"))
-        self._reads_foot_speed = bool(self.rewards_cfg.readers("foot_speed"))
+        self._reads_foot_height = bool(self.rewards_cfg.readers("foot_height"))  # the G1's swing height, not every task
         self.q_soft_lower, self.q_soft_upper = soft_limits(spec.position_lower[idx], spec.position_upper[idx],
                                                            task.rewards.soft_limit_fraction)
         self.max_action_step = task.action.max_step(spec.safety.max_target_rate_rad_s, self.dt)

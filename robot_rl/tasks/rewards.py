@@ -81,7 +81,6 @@ class RewardInputs:
     air_time: np.ndarray | None = None  # (N, F) s, length of the swing that just ended (where first_contact)
     foot_contact: np.ndarray | None = None  # (N, F) bool, the foot is on the ground (filtered as first_contact)
     foot_height: np.ndarray | None = None  # (N, F) m, each foot body's origin above the ground under it
-    foot_speed: np.ndarray | None = None  # (N, F) m/s, each foot body's horizontal speed over the step
     gait_phase: np.ndarray | None = None  # (N,) in [0, 1): the task's gait clock (TaskCfg.gait_period_s)
     ee_error: np.ndarray | None = None  # (N,) m, end effector to target
     object_pos: np.ndarray | None = None  # (N, 3) m, the pushed object's centre, base frame (command = goal x, y)
@@ -165,10 +164,6 @@ REWARD_TERMS: dict[str, RewardTermDef] = {
     # each foot in the air at target_m (its body origin: the G1's ankle, as unitree_rl_gym's feet_swing_height)
     "feet_swing_height": _t(lambda i, c: np.sum(np.square(i.foot_height - c["target_m"]) * ~i.foot_contact, axis=1),
                             reads=("foot_contact", "foot_height"), target_m=0.08),
-    # each foot that moves while under target_m (Isaac Lab's foot clearance, as a cost): a foot that slides along
-    # the ground pays as one swung low does, which feet_swing_height (swing feet only) lets a shuffling gait avoid
-    "feet_clearance": _t(lambda i, c: np.sum(np.square(i.foot_height - c["target_m"]) * np.tanh(2.0 * i.foot_speed),
-                                             axis=1), reads=("foot_height", "foot_speed"), target_m=0.08),
     "stand_still": _t(lambda i, c: np.sum(np.abs(i.q - i.default_q), axis=1) * ~_moving_command(i)),
     # effort and smoothness
     "torques": _t(lambda i, c: _sq(i.torque)),

@@ -85,6 +85,7 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("checkpoint", "task"), [
     ("candidates/g1_flat/model_264.pt", "g1-flat"),
     ("candidates/go2_flat/model_6600.pt", "go2-flat"),
+    ("candidates/a1_rough/model_8838.pt", "a1-rough"),
 ])
 def test_a_committed_training_checkpoint_still_fits_its_task(checkpoint, task):
     """The lines kept to resume from (a GPU session's G1, the Go2) must stay resumable: --resume accepts them (task

@@ -23,6 +23,20 @@ def test_patches_are_non_negative_flat_at_the_border_and_harder_with_level(kind)
     assert np.ptp(pad) == 0.0  # flat spawn pad
 
 
+def test_a1_rough_blocks_have_near_vertical_sides_as_the_suites_steps_do():
+    """MuJoCo triangulates a heightfield between grid points, so a block's side is as steep as its height over the
+    grid's spacing: a1-rough's top-level blocks must be walls (over 75°), not ramps a sliding foot climbs."""
+    from robot_rl.tasks.registry import make_task
+
+    cfg = make_task("a1-rough").terrain
+    hard = T.generate(cfg, "obstacles", cfg.num_levels - 1, np.random.default_rng(0))
+    rise = max(np.abs(np.diff(hard, axis=0)).max(), np.abs(np.diff(hard, axis=1)).max())
+    assert rise > 0.08  # the tallest edge: a block of up to max_obstacle_m
+    assert np.degrees(np.arctan(rise / cfg.resolution_m)) > 75
+    coarse = T.TerrainCfg(resolution_m=0.1)  # the old grid: the same edge was a ramp of under 51°
+    assert np.degrees(np.arctan(cfg.max_obstacle_m / coarse.resolution_m)) < 51
+
+
 def test_height_at_interpolates_the_grid_and_is_zero_off_the_patch():
     rng = np.random.default_rng(1)
     heights = np.stack([T.generate(CFG, "rough", 4, rng) for _ in range(2)])
