@@ -18,7 +18,7 @@ def test_every_registered_task_builds_with_its_own_name():
 
 
 def test_every_task_that_starts_from_another_fits_its_checkpoints():
-    starting = {name: make_task(name).starts_from for name in TASKS if make_task(name).starts_from}
+    starting = {name: task.starts_from for name in TASKS if (task := make_task(name)).starts_from}
     assert starting == {"a1-rough": "a1-flat"}
     for name, start in starting.items():
         assert resume_mismatches(make_task(name), make_task(start)) == []
