@@ -136,7 +136,8 @@ def _moving(i: RewardInputs) -> Tensor:
 
 def _leg_phases(phase: Tensor, num_feet: int) -> Tensor:
     """``robot_rl.tasks.rewards.leg_phases`` on tensors."""
-    offsets = 0.5 * (torch.arange(num_feet, device=phase.device) % 2)
+    k = torch.arange(num_feet, device=phase.device)
+    offsets = 0.5 * ((k + k // 2) % 2)
     return (phase[:, None] + offsets) % 1.0
 
 

@@ -48,8 +48,8 @@ TERM_MIRRORS: dict[str, Callable[[JointMirror, np.ndarray], Frame]] = {
     "joint_pos_rel": _joints,  # relative to a default pose that is its own mirror (JointMirror checks it)
     "joint_vel": _joints,
     "last_action": _joints,  # raw action = (target − default) / scale: the joints' mirror too
-    # The clock's feet alternate (rewards.leg_phases): the mirror swaps them, which is half a period on, so its
-    # sine and cosine both change sign.
+    # The two feet of a left/right pair are half a period apart (rewards.leg_phase_offsets): the mirror swaps them,
+    # which is half a period on, so its sine and cosine both change sign.
     "gait_phase": lambda j, c: (np.arange(2), np.array([-1.0, -1.0])),
 }
 

@@ -224,6 +224,10 @@ class ObservationLayout:
         if self.gait_period_s is not None and not (clocked and self.gait_period_s > 0):
             raise ValueError(f"gait_period_s {self.gait_period_s}: a positive period, with a 'gait_phase' term")
 
+    def with_gait_clock(self, period_s: float) -> ObservationLayout:
+        """This layout with the gait clock's sine and cosine appended (a ``gait_phase`` term of that period)."""
+        return replace(self, terms=(*self.terms, ObsTerm("gait_phase")), gait_period_s=period_s)
+
     def with_more_history(self, extra: int) -> ObservationLayout:
         """Every term keeps ``extra`` more past frames (see :func:`with_more_frames`)."""
         return replace(self, terms=with_more_frames(self.terms, extra))

@@ -107,10 +107,17 @@ def _moving_command(i: RewardInputs) -> np.ndarray:
     return np.linalg.norm(i.command[:, :2], axis=1) > 0.1
 
 
+def leg_phase_offsets(num_feet: int) -> np.ndarray:
+    """(feet,): each foot's offset on the gait clock, in periods, for feet listed in left/right pairs front to back
+    (the specs' order: a biped's left, right; a quadruped's FR, FL, RR, RL). The two feet of a pair are half a period
+    apart, and so are consecutive pairs: a biped's walk, a quadruped's trot (diagonal feet together)."""
+    k = np.arange(num_feet)
+    return 0.5 * ((k + k // 2) % 2)
+
+
 def leg_phases(phase: np.ndarray, num_feet: int) -> np.ndarray:
-    """(N, feet): each foot's phase of the gait clock, feet alternating (the odd-indexed half a period later): a
-    biped's walk, its feet listed left, right."""
-    return (phase[:, None] + 0.5 * (np.arange(num_feet) % 2)) % 1.0
+    """(N, feet): each foot's phase of the gait clock (``leg_phase_offsets``)."""
+    return (phase[:, None] + leg_phase_offsets(num_feet)) % 1.0
 
 
 def _object_to_goal(i: RewardInputs) -> np.ndarray:

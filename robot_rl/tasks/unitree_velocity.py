@@ -18,7 +18,6 @@ import dataclasses
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.a1_velocity import PPO, RANDOMIZATION, a1_flat
 from robot_rl.tasks.commands import CommandSpec
-from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.rewards import RewardsCfg, RewardTerm
 from robot_rl.tasks.task import TaskCfg, TerminationsCfg
 
@@ -91,10 +90,6 @@ G1_RANDOMIZATION = dataclasses.replace(RANDOMIZATION, friction_scale=(0.1, 1.25)
 G1_GAIT_PERIOD_S = 0.8  # unitree_rl_gym's G1
 
 
-def _with_gait_clock(layout: ObservationLayout) -> ObservationLayout:
-    return dataclasses.replace(layout, terms=(*layout.terms, ObsTerm("gait_phase")), gait_period_s=G1_GAIT_PERIOD_S)
-
-
 def g1_flat() -> TaskCfg:
     """The A1 recipe's observation (and the gait clock), action and PPO settings with unitree_rl_gym's G1 commands,
     rewards, randomization, fall height and network size."""
@@ -106,8 +101,8 @@ def g1_flat() -> TaskCfg:
         robot="g1",
         description="G1 velocity tracking on flat ground, legs only (waist and arms held)",
         commands=G1_COMMANDS,
-        actor_obs=_with_gait_clock(base.actor_obs),
-        critic_obs=_with_gait_clock(base.critic_obs),
+        actor_obs=base.actor_obs.with_gait_clock(G1_GAIT_PERIOD_S),
+        critic_obs=base.critic_obs.with_gait_clock(G1_GAIT_PERIOD_S),
         rewards=G1_REWARDS,
         # unitree_rl_gym terminates on pelvis contact; the pelvis under 0.4 m is a fall (standing: 0.78 m).
         terminations=TerminationsCfg(max_tilt_rad=spec.safety.max_tilt_rad, min_base_height_m=0.4,

@@ -86,6 +86,7 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     ("candidates/g1_flat/model_264.pt", "g1-flat"),
     ("candidates/go2_flat/model_6600.pt", "go2-flat"),
     ("candidates/a1_rough/model_8838.pt", "a1-rough"),
+    ("candidates/a1_rough_trot/model_3600.pt", "a1-rough-trot"),
 ])
 def test_a_committed_training_checkpoint_still_fits_its_task(checkpoint, task):
     """The lines kept to resume from (a GPU session's G1, the Go2) must stay resumable: --resume accepts them (task
@@ -134,6 +135,27 @@ def test_a_committed_policy_is_its_committed_checkpoint_exported(tmp_path, check
     shipped, exported = actions(committed), actions(out)
     assert np.allclose(shipped, exported, rtol=0, atol=1e-5)
     assert np.abs(shipped).max() > 0.1  # a policy that acts, not a constant
+
+
+def test_the_trot_candidate_exported_walks_the_gate_scenario_on_its_own_clock(tmp_path):
+    """A quadruped's gait clock end to end: the exported a1-rough-trot checkpoint's contract carries the 2 Hz period,
+    and the deploy runtime's clock (counted from the policy's first tick) drives it through the gate's scripted
+    run in MuJoCo without a fall and within the gate's tracking limits (it passed at every checkpoint from 2400 on)."""
+    from robot_rl.evaluation import robustness as rb
+    from robot_rl.evaluation.gate_config import GateConfig
+    from robot_rl.learn.export_checkpoint import export_checkpoint
+    from robot_rl.policy.onnx_policy import read_contract
+    from robot_rl.robots.spec import load_robot
+
+    out = tmp_path / "policy.onnx"
+    checkpoint = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_rough_trot" / "model_3600.pt"
+    assert export_checkpoint(str(checkpoint), str(out)) == 0
+    assert read_contract(out).observation.gait_period_s == 0.5
+    task = make_task("a1-rough-trot")
+    nominal = {c.key: c for c in rb.suite_conditions(task, load_robot("a1"))}[
+        ("nominal", "gate scenario, random shove directions", "mujoco")]
+    outcome = rb.run_condition(str(out), nominal, 0, GateConfig())
+    assert outcome.error is None and not outcome.fell and outcome.gate_tracking_passed, outcome
 
 
 def test_a_wall_clock_budget_stops_and_saves(tmp_path):

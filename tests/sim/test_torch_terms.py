@@ -82,7 +82,8 @@ def test_observation_noise_is_uniform_within_each_terms_bound() -> None:
     torch.testing.assert_close(noisy[:, J:], inputs.command.float())  # a term without noise: none
 
 
-def test_every_torch_reward_term_agrees() -> None:
+@pytest.mark.parametrize("feet", [2, 4])  # a biped's clock, a quadruped's trot clock
+def test_every_torch_reward_term_agrees(feet: int) -> None:
     rng = np.random.default_rng(1)
     cmd = rng.uniform(-1, 1, size=(N, 3))
     cmd[0] = 0.0  # a standing command: stand_still and feet_air_time's moving gate
@@ -93,8 +94,8 @@ def test_every_torch_reward_term_agrees() -> None:
                   sent_action=rng.normal(size=(N, J)), base_lin_vel=rng.normal(size=(N, 3)),
                   base_ang_vel=rng.normal(size=(N, 3)), projected_gravity=rng.normal(size=(N, 3)),
                   base_height=rng.uniform(0.2, 0.4, N), first_contact=rng.random((N, 4)) < 0.5,
-                  air_time=rng.uniform(0, 1, (N, 4)), foot_contact=rng.random((N, 2)) < 0.5,
-                  foot_height=rng.uniform(0, 0.2, (N, 2)), gait_phase=rng.uniform(0, 1, N),
+                  air_time=rng.uniform(0, 1, (N, 4)), foot_contact=rng.random((N, feet)) < 0.5,
+                  foot_height=rng.uniform(0, 0.2, (N, feet)), gait_phase=rng.uniform(0, 1, N),
                   target_lower=-np.ones(J) * 0.8, target_upper=np.ones(J) * 0.8, action_scale=0.25)
     terms = tuple(rw.RewardTerm(name, 0.5) for name in tt.TORCH_REWARD_TERMS)
     cfg = rw.RewardsCfg(terms).for_robot(0.3)

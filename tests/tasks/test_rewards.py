@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from robot_rl.tasks.rewards import REWARD_TERMS, RewardInputs, RewardsCfg, RewardTerm, compute_rewards, soft_limits
+from robot_rl.tasks.rewards import (
+    REWARD_TERMS,
+    RewardInputs,
+    RewardsCfg,
+    RewardTerm,
+    compute_rewards,
+    leg_phase_offsets,
+    soft_limits,
+)
 
 
 def _inputs(n: int = 3, j: int = 2, **over) -> RewardInputs:
@@ -208,6 +216,16 @@ def test_feet_phase_contact_counts_the_feet_on_the_ground_in_stance_and_in_the_a
     both = np.ones((2, 2), dtype=bool)
     assert _term("feet_phase_contact", _inputs(n=2, foot_contact=both, gait_phase=np.array([0.5, 0.6]))
                  ).tolist() == [2.0, 1.0]
+
+
+def test_a_quadrupeds_clock_is_a_trot_and_a_bipeds_alternates():
+    # Feet as the specs list them: FR, FL, RR, RL (diagonals FR+RL and FL+RR together); left, right.
+    assert leg_phase_offsets(4).tolist() == [0.0, 0.5, 0.5, 0.0]
+    assert leg_phase_offsets(2).tolist() == [0.0, 0.5]
+    # phase 0.2, stance half the period: FR and RL on the ground, FL and RR in the air
+    trot = np.array([[True, False, False, True], [True, True, True, True], [False, True, True, False]])
+    r = _term("feet_phase_contact", _inputs(n=3, foot_contact=trot, gait_phase=np.full(3, 0.2)), stance_fraction=0.5)
+    assert r.tolist() == [4.0, 2.0, 0.0]
 
 
 def test_every_term_computes_from_the_fields_it_declares_it_reads():
