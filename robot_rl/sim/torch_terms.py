@@ -17,7 +17,7 @@ import torch
 
 from robot_rl.sim.feet import CONTACT_FORCE_N
 from robot_rl.tasks.observations import OBS_TERMS, ObservationLayout, ObsInputs
-from robot_rl.tasks.rewards import RewardInputs, RewardsCfg
+from robot_rl.tasks.rewards import RewardInputs, RewardsCfg, leg_phase_offsets
 
 Tensor = torch.Tensor
 
@@ -135,9 +135,8 @@ def _moving(i: RewardInputs) -> Tensor:
 
 
 def _leg_phases(phase: Tensor, num_feet: int) -> Tensor:
-    """``robot_rl.tasks.rewards.leg_phases`` on tensors."""
-    k = torch.arange(num_feet, device=phase.device)
-    offsets = 0.5 * ((k + k // 2) % 2)
+    """``robot_rl.tasks.rewards.leg_phases`` on tensors (the offsets are that module's)."""
+    offsets = torch.as_tensor(leg_phase_offsets(num_feet), dtype=phase.dtype, device=phase.device)
     return (phase[:, None] + offsets) % 1.0
 
 

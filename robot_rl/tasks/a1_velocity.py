@@ -198,8 +198,9 @@ def a1_rough() -> TaskCfg:
 
 
 # A trot clock for the A1: 2 Hz, diagonal feet together (rewards.leg_phase_offsets), each foot's contact rewarded
-# against it and its swing apex pulled to 8 cm (the toe sphere's centre; ~6 cm of clearance). Without a clock the
-# rough line's feet rose 1–2 cm and the policy froze, feet against the suite's first box (RESULTS_robustness.md).
+# against it and its swing apex pulled to 8 cm (the toe sphere's centre; ~6 cm of clearance). A clock makes the feet
+# step high and never lets the closed loop settle at a fixed point, which is how the clock-free rough line stopped at
+# the suite's steps (RESULTS_robustness.md).
 TROT_PERIOD_S = 0.5
 
 
