@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from robot_rl.core.errors import RobotRLError
-from robot_rl.tasks.a1_velocity import a1_flat, a1_flat_history, a1_rough, a1_rough_trot
+from robot_rl.tasks.a1_velocity import a1_flat, a1_flat_history, a1_flat_trot, a1_rough, a1_rough_trot
 from robot_rl.tasks.panda_push import panda_push
 from robot_rl.tasks.panda_reach import panda_reach
 from robot_rl.tasks.task import TaskCfg
@@ -22,6 +22,7 @@ class UnknownTaskError(RobotRLError, KeyError):
 TASKS: dict[str, Callable[[], TaskCfg]] = {
     "a1-flat": a1_flat,
     "a1-flat-history": a1_flat_history,
+    "a1-flat-trot": a1_flat_trot,
     "a1-rough": a1_rough,
     "a1-rough-trot": a1_rough_trot,
     "go2-flat": go2_flat,
