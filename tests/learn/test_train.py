@@ -18,6 +18,8 @@ from robot_rl.sim.world import ModelCopiesDoNotFit
 from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
 from robot_rl.typed_yaml import ConfigError
 
+POLICIES = Path(__file__).resolve().parents[2] / "policies"
+
 TINY = dict(num_envs=4, max_iterations=2, num_steps_per_env=8, progress=False, physics_threads=1)
 
 
@@ -65,7 +67,7 @@ def test_resume_continues_from_a_checkpoint(checkpoint, tmp_path):
 def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     """policies/candidates/a1_flat_turn keeps a run's checkpoint where run directories are not kept (a fresh
     machine): it resumes, with the command mix its config.json records, as its README says."""
-    candidate = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_flat_turn"
+    candidate = POLICIES / "candidates" / "a1_flat_turn"
     recorded = json.loads((candidate / "config.json").read_text())["task"]["terms"]["commands"]
     assert recorded["turn_fraction"] == 0.15
 
@@ -97,7 +99,7 @@ def test_a_committed_training_checkpoint_still_fits_its_task(checkpoint, task):
     from robot_rl.learn.ppo import check_checkpoint
     from robot_rl.robots.spec import load_robot
 
-    path = Path(__file__).resolve().parents[2] / "policies" / checkpoint
+    path = POLICIES / checkpoint
     cfg = make_task(task)
     spec = load_robot(cfg.robot)
     assert check_checkpoint(path, cfg, spec)["task"] == task
@@ -121,10 +123,9 @@ def test_a_committed_policy_is_its_committed_checkpoint_exported(tmp_path, check
     from robot_rl.learn.export_checkpoint import export_checkpoint
     from robot_rl.policy.onnx_policy import read_contract
 
-    policies = Path(__file__).resolve().parents[2] / "policies"
     out = tmp_path / "policy.onnx"
-    assert export_checkpoint(str(policies / checkpoint), str(out)) == 0
-    committed = policies / onnx
+    assert export_checkpoint(str(POLICIES / checkpoint), str(out)) == 0
+    committed = POLICIES / onnx
     contract = read_contract(committed)
     assert contract.provenance.task == read_contract(out).provenance.task == task
     obs = np.random.default_rng(0).normal(size=(64, contract.obs_dim)).astype(np.float32)  # the file's own layout
@@ -138,6 +139,15 @@ def test_a_committed_policy_is_its_committed_checkpoint_exported(tmp_path, check
     assert np.abs(shipped).max() > 0.1  # a policy that acts, not a constant
 
 
+def _exported(tmp_path: Path, candidate: str) -> Path:
+    """policies/candidates/<candidate> (a checkpoint) exported to ONNX in ``tmp_path``."""
+    from robot_rl.learn.export_checkpoint import export_checkpoint
+
+    out = tmp_path / "policy.onnx"
+    assert export_checkpoint(str(POLICIES / "candidates" / candidate), str(out)) == 0
+    return out
+
+
 def test_the_trot_candidate_exported_walks_the_gate_scenario_on_its_own_clock(tmp_path):
     """A quadruped's gait clock end to end: the exported a1-rough-trot checkpoint's contract carries the 2 Hz period,
     and the deploy runtime's clock (counted from the policy's first tick) drives it through the gate's scripted
@@ -145,13 +155,10 @@ def test_the_trot_candidate_exported_walks_the_gate_scenario_on_its_own_clock(tm
     checkpoint checked from 2400 to 5000)."""
     from robot_rl.evaluation import robustness as rb
     from robot_rl.evaluation.gate_config import GateConfig
-    from robot_rl.learn.export_checkpoint import export_checkpoint
     from robot_rl.policy.onnx_policy import read_contract
     from robot_rl.robots.spec import load_robot
 
-    out = tmp_path / "policy.onnx"
-    checkpoint = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_rough_trot" / "model_3600.pt"
-    assert export_checkpoint(str(checkpoint), str(out)) == 0
+    out = _exported(tmp_path, "a1_rough_trot/model_3600.pt")
     assert read_contract(out).observation.gait_period_s == 0.5
     task = make_task("a1-rough-trot")
     nominal = {c.key: c for c in rb.suite_conditions(task, load_robot("a1"))}[
@@ -167,12 +174,9 @@ def test_the_flat_trot_candidate_takes_the_side_shove_that_felled_the_flat_train
     committed suite table)."""
     from robot_rl.evaluation import robustness as rb
     from robot_rl.evaluation.gate_config import GateConfig
-    from robot_rl.learn.export_checkpoint import export_checkpoint
     from robot_rl.robots.spec import load_robot
 
-    out = tmp_path / "policy.onnx"
-    checkpoint = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_flat_trot" / "model_5299.pt"
-    assert export_checkpoint(str(checkpoint), str(out)) == 0
+    out = _exported(tmp_path, "a1_flat_trot/model_5299.pt")
     config = GateConfig()
     shove = {c.key: c for c in rb.suite_conditions(make_task("a1-flat-trot"), load_robot("a1"))}[
         ("shove", "1 m/s from 90°, walking", "mujoco")]
@@ -199,7 +203,7 @@ def test_a_rough_run_starts_from_a_flat_checkpoint_and_only_a_run_does(checkpoin
 def test_the_flat_trot_starts_from_the_committed_rough_trot_line(tmp_path):
     """a1-flat-trot is the trot line moved to flat ground: --resume takes the committed a1-rough-trot checkpoint, and
     the run's checkpoints are a1-flat-trot's."""
-    start = Path(__file__).resolve().parents[2] / "policies" / "candidates" / "a1_rough_trot" / "model_3600.pt"
+    start = POLICIES / "candidates" / "a1_rough_trot" / "model_3600.pt"
     final = train(TrainArgs(task="a1-flat-trot", log_dir=tmp_path, resume=start, **{**TINY, "max_iterations": 1}))
     info = read_checkpoint_info(final)
     assert info["task"] == "a1-flat-trot" and info["env_steps"] == read_checkpoint_info(start)["env_steps"] + 4 * 8
