@@ -85,7 +85,7 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("checkpoint", "task"), [
-    ("candidates/g1_flat/model_264.pt", "g1-flat"),
+    ("candidates/g1_flat/model_375.pt", "g1-flat"),
     ("candidates/go2_flat/model_6600.pt", "go2-flat"),
     ("candidates/a1_rough/model_8838.pt", "a1-rough"),
     ("candidates/a1_rough_trot/model_3600.pt", "a1-rough-trot"),
