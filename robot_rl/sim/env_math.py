@@ -28,12 +28,6 @@ def yaw_quat(yaw: np.ndarray) -> np.ndarray:
     return np.stack([np.cos(yaw / 2), np.zeros_like(yaw), np.zeros_like(yaw), np.sin(yaw / 2)], axis=1)
 
 
-def yaw_of(quat: np.ndarray) -> np.ndarray:
-    """Heading (rad, about world z) of (N, 4) orientations: the angle of the body x axis projected on the ground."""
-    w, x, y, z = quat.T
-    return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
 def quat_mul_rot(quat: np.ndarray, rot: np.ndarray) -> np.ndarray:
     """Orientation (N, 4) of a frame fixed on a body at rotation ``rot`` (3×3), given the body's (N, 4)."""
     q = np.empty(4)

@@ -35,7 +35,7 @@ from robot_rl.hardware.sim_robot import scene_ids
 from robot_rl.robots.spec import RobotSpec, load_robot
 from robot_rl.safety.filters import SafetyLimits, torque_limited_targets
 from robot_rl.sim import randomization as dr
-from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, yaw_of, yaw_quat
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, yaw_quat
 from robot_rl.sim.env_terms import TaskTermsMixin
 from robot_rl.sim.feet import FootAirTime
 from robot_rl.sim.push_objects import PushObject
@@ -153,7 +153,6 @@ class MujocoVecEnv(TaskTermsMixin):
         # Episode bookkeeping.
         self.episode_length = np.zeros(n, dtype=np.int64)
         self.commands = np.zeros((n, self.num_commands))
-        self.headings = np.full(n, np.nan)  # the world heading an env's command holds (NaN: it commands a yaw rate)
         self.action = np.zeros((n, j))
         self.last_action = np.zeros((n, j))
         self.sent_action = np.zeros((n, j))  # after the rate limit (= action where the task has none)
@@ -280,7 +279,6 @@ class MujocoVecEnv(TaskTermsMixin):
             self.commands[ids] = self.push.reset(rows, self.rng)
         else:
             self.commands[ids] = self._sample_commands(k)
-            self.headings[ids] = self._sample_headings(self.commands[ids])
         self.state[ids] = rows
 
         self.episode_length[ids] = 0
@@ -330,19 +328,6 @@ class MujocoVecEnv(TaskTermsMixin):
             return np.tile(self.fixed_command, (k, 1))
         return self.task.terms.commands.sample(self.task.commands, self.rng, k)
 
-    def _sample_headings(self, cmd: np.ndarray) -> np.ndarray:
-        term = self.task.terms.commands
-        if self.fixed_command is not None or not hasattr(term, "sample_headings"):
-            return np.full(len(cmd), np.nan)
-        return term.sample_headings(cmd, self.rng)
-
-    def _follow_headings(self, f: dict[str, np.ndarray]) -> None:
-        """The yaw-rate command of every env that holds a heading, from its base's yaw after this step."""
-        hold = np.flatnonzero(~np.isnan(self.headings))
-        if len(hold):
-            self.commands[hold, 2] = self.task.terms.commands.yaw_rate_toward(
-                self.headings[hold], yaw_of(f["base_quat"][hold]), self.task.commands)
-
     # ------------------------------------------------------------------------------------------------
     # Step
 
@@ -390,7 +375,6 @@ class MujocoVecEnv(TaskTermsMixin):
         self._steps_taken += 1
 
         f = self._frame()
-        self._follow_headings(f)  # before the rewards and observations read the command, as legged_gym
         terminated = unstable | self._failures(f)
         truncated = (self.episode_length >= self.max_episode_length) & ~terminated
         reward, parts = self._rewards(f, terminated)
@@ -426,7 +410,6 @@ class MujocoVecEnv(TaskTermsMixin):
         due = np.flatnonzero((self.episode_length % steps == 0) & (self.episode_length > 0))
         if len(due):
             self.commands[due] = self._sample_commands(len(due))
-            self.headings[due] = self._sample_headings(self.commands[due])
 
     def close(self) -> None:
         if self._pool is not None:

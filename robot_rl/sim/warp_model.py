@@ -183,8 +183,6 @@ def unsupported_reason(task, spec) -> str | None:
         return "episode metrics other than velocity tracking"
     if task.torque_limit_targets:
         return "the chain's torque limit on targets"
-    if getattr(task.terms.commands, "heading_fraction", 0.0) > 0:
-        return "heading commands (the CPU env follows them)"
     if not spec.sim_model.floating_base:
         return "a fixed base"
     return None

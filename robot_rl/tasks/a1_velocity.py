@@ -168,10 +168,7 @@ def a1_flat_history() -> TaskCfg:
         flat,
         name="a1-flat-history",
         description="A1 velocity tracking on flat ground, observation history of 5 ticks",
-        # Half the walking commands hold a heading (legged_gym's rough recipe): the trot line turned on collisions
-        # with blocks, was never commanded back, and walked off the patch's side (RESULTS_robustness.md).
-        terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15,
-                                                                           heading_fraction=0.5)),
+        terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15)),
         actor_obs=ACTOR_OBS_HISTORY,
         randomization=dataclasses.replace(flat.randomization, all_corners_probability=0.2, push_overshoot=1.3),
     )
@@ -188,10 +185,7 @@ def a1_rough() -> TaskCfg:
         flat,
         name="a1-rough",
         description="A1 velocity tracking on randomized heightfield terrain with a level curriculum",
-        # Half the walking commands hold a heading (legged_gym's rough recipe): the trot line turned on collisions
-        # with blocks, was never commanded back, and walked off the patch's side (RESULTS_robustness.md).
-        terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15,
-                                                                           heading_fraction=0.5)),
+        terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15)),
         rewards=dataclasses.replace(REWARDS_FLAT, terms=terms),
         randomization=dataclasses.replace(flat.randomization, all_corners_probability=0.2, push_overshoot=1.3),
         # A heightfield's faces are its grid's triangles: at 0.1 m a 12 cm block is a 50° ramp that a sliding foot
@@ -238,14 +232,10 @@ def a1_flat_trot() -> TaskCfg:
     """a1-rough-trot on flat ground, resumed from an a1-rough-trot checkpoint (``starts_from``). Its rewards are the
     rough line's, without a1-flat's orientation penalty: with it, or trained on flat ground from scratch, the trot
     fell under the suite's 1 m/s side shoves that the rough line takes (RESULTS_robustness.md, session 28)."""
-    rough = a1_rough_trot()
     return dataclasses.replace(
-        rough,
+        a1_rough_trot(),
         name="a1-flat-trot",
         description="A1 velocity tracking on flat ground, trotting to a 2 Hz gait clock",
         terrain=None,
-        # yaw-rate commands only, as its candidate was trained (heading commands are the terrain's remedy)
-        terms=dataclasses.replace(rough.terms, commands=dataclasses.replace(rough.terms.commands,
-                                                                            heading_fraction=0.0)),
         starts_from="a1-rough-trot",  # the same observations, action and network
     )

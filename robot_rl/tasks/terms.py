@@ -62,18 +62,6 @@ class VelocityCommands(UniformCommands):
     standing_fraction: float = 0.0  # share of commands set to zero (learn to stand still too)
     turn_fraction: float = 0.0  # share of commands with the linear part zeroed: turn in place at the drawn rate
     min_speed_m_s: float = 0.2
-    # legged_gym's heading commands: this share of the walking commands holds a world heading (drawn uniformly), and
-    # their yaw-rate command follows it every step (heading_stiffness × the wrapped heading error, clipped to the
-    # ang_vel_z range). A yaw-rate command never corrects a turn that terrain kicks in; a heading does.
-    heading_fraction: float = 0.0
-    heading_stiffness: float = 0.5  # (rad/s) per rad of heading error
-
-    def __post_init__(self) -> None:
-        for key in ("standing_fraction", "turn_fraction", "heading_fraction"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise ValueError(f"velocity commands {key}: must be in [0, 1], got {getattr(self, key)}")
-        if self.heading_stiffness <= 0:
-            raise ValueError(f"velocity commands heading_stiffness: must be > 0, got {self.heading_stiffness}")
 
     def sample(self, commands: CommandSpec, rng: np.random.Generator, k: int) -> np.ndarray:
         cmd = commands.sample(rng, k)
@@ -89,21 +77,6 @@ class VelocityCommands(UniformCommands):
         so the warp env's device sampler splits them as this one does."""
         standing = draw < self.standing_fraction
         return standing, ~standing & (draw < self.standing_fraction + self.turn_fraction)
-
-    def sample_headings(self, cmd: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The world heading each of ``cmd``'s rows holds: NaN for rows that command a yaw rate (standing, turning
-        in place, and the walking rows outside ``heading_fraction``). Draws nothing when no row can hold one."""
-        k = len(cmd)
-        if self.heading_fraction == 0.0 or k == 0:
-            return np.full(k, np.nan)
-        hold = np.any(cmd[:, :2] != 0.0, axis=1) & (rng.random(k) < self.heading_fraction)
-        return np.where(hold, rng.uniform(-np.pi, np.pi, size=k), np.nan)
-
-    def yaw_rate_toward(self, heading: np.ndarray, yaw: np.ndarray, commands: CommandSpec) -> np.ndarray:
-        """The yaw-rate command that turns a base at ``yaw`` toward ``heading`` (rad, world frame)."""
-        low, high = commands.ranges[commands.names.index("ang_vel_z")]
-        error = np.angle(np.exp(1j * (heading - yaw)))  # wrapped to (−π, π]
-        return np.clip(self.heading_stiffness * error, low, high)
 
 
 # ---------------------------------------------------------------------------------------------------------

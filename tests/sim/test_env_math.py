@@ -3,7 +3,7 @@
 import mujoco
 import numpy as np
 
-from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_of, yaw_quat
+from robot_rl.sim.env_math import quat_mul_rot, quat_rotate_inverse, tilt_angle, yaw_quat
 
 
 def _random_quats(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -40,14 +40,3 @@ def test_tilt_and_yaw():
     assert np.allclose(tilt_angle(np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0]])), [0.0, np.pi / 2])
     q = yaw_quat(np.array([np.pi / 2]))
     assert np.allclose(quat_rotate_inverse(q, np.array([[1.0, 0.0, 0.0]])), [[0.0, -1.0, 0.0]])
-
-
-def test_yaw_of_is_the_heading_of_the_body_x_axis_also_when_tilted():
-    rng = np.random.default_rng(2)
-    yaw = rng.uniform(-np.pi, np.pi, 50)
-    assert np.allclose(yaw_of(yaw_quat(yaw)), yaw)
-    quats = _random_quats(50, rng)
-    x_axis = np.empty((50, 3))
-    for i, q in enumerate(quats):
-        mujoco.mju_rotVecQuat(x_axis[i], np.array([1.0, 0.0, 0.0]), q)
-    assert np.allclose(yaw_of(quats), np.arctan2(x_axis[:, 1], x_axis[:, 0]))

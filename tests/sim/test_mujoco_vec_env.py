@@ -52,49 +52,6 @@ def test_a_fixed_command_is_held_and_clamped_to_the_trained_range():
         MujocoVecEnv(cfg, 2, fixed_command=(0.5,))
 
 
-def _heading_env(n: int, fraction: float, **env_args) -> MujocoVecEnv:
-    """a1-flat with every command walking (no standing, no turning) and ``fraction`` of them holding a heading."""
-    cfg = make_task("a1-flat")
-    commands = dataclasses.replace(cfg.terms.commands, standing_fraction=0.0, heading_fraction=fraction,
-                                   min_speed_m_s=0.0)
-    cfg = dataclasses.replace(cfg, randomization=OFF, terms=dataclasses.replace(cfg.terms, commands=commands))
-    return MujocoVecEnv(cfg, n, seed=2, nthread=1, **env_args)
-
-
-def test_an_env_holding_a_heading_commands_the_yaw_rate_toward_it_each_step():
-    from robot_rl.sim.env_math import yaw_of
-
-    env = _heading_env(64, 0.5)
-    term = env.task.terms.commands
-    hold = ~np.isnan(env.headings)
-    assert 0.3 < hold.mean() < 0.7
-    drawn = env.commands[~hold, 2].copy()
-    rng = np.random.default_rng(0)
-    for _ in range(5):
-        r = env.step(0.3 * rng.normal(size=(64, env.num_actions)))
-        live = ~(r.terminated | r.truncated)
-        yaw = yaw_of(env._frame()["base_quat"])
-        expected = term.yaw_rate_toward(env.headings[hold & live], yaw[hold & live], env.task.commands)
-        assert np.allclose(env.commands[hold & live, 2], expected)
-        # the robots turn, so the command moves with them; the others keep the rate they drew
-        assert np.array_equal(env.commands[~hold & live, 2], drawn[live[~hold]])
-    env.close()
-
-
-def test_resampled_commands_draw_new_headings_and_a_fixed_command_holds_none():
-    env = _heading_env(16, 1.0)
-    first = env.headings.copy()
-    assert not np.isnan(first).any()
-    env.episode_length[:] = round(env.task.command_resample_s / env.dt)
-    env._resample_commands()
-    assert not np.isnan(env.headings).any() and not np.allclose(env.headings, first)
-    env.close()
-    fixed = _heading_env(2, 1.0, fixed_command=(0.5, 0.0, 0.2))
-    fixed.step(np.zeros((2, fixed.num_actions)))
-    assert np.isnan(fixed.headings).all() and np.allclose(fixed.commands[:, 2], 0.2)
-    fixed.close()
-
-
 def test_bad_actions_are_refused():
     env = _env(n=2)
     with pytest.raises(ValueError, match="shape"):

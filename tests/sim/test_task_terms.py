@@ -107,48 +107,6 @@ def test_a_share_of_velocity_commands_turns_in_place():
     assert np.abs(cmd[turning, 2]).max() > 0.9  # at the drawn rates, the whole range
 
 
-def test_heading_commands_hold_a_uniform_heading_on_a_share_of_the_walking_commands_only():
-    task = make_task("a1-flat")
-    term = dataclasses.replace(task.terms.commands, turn_fraction=0.2, heading_fraction=0.5)
-    rng = np.random.default_rng(0)
-    cmd = term.sample(task.commands, rng, 8000)
-    heading = term.sample_headings(cmd, rng)
-    walking = np.any(cmd[:, :2] != 0, axis=1)
-    holds = ~np.isnan(heading)
-    assert not holds[~walking].any()  # standing and turning in place keep their yaw rate
-    assert 0.45 < holds[walking].mean() < 0.55
-    assert np.all(np.abs(heading[holds]) <= np.pi) and heading[holds].min() < -3.0 and heading[holds].max() > 3.0
-
-
-def test_without_heading_commands_no_draw_is_taken():
-    """A task without headings keeps its random stream: the env's later draws (DR, resets) are the ones it had."""
-    task = make_task("a1-flat")
-    rng = np.random.default_rng(3)
-    cmd = task.terms.commands.sample(task.commands, rng, 100)
-    before = rng.bit_generator.state
-    assert np.isnan(task.terms.commands.sample_headings(cmd, rng)).all()
-    assert rng.bit_generator.state == before
-
-
-@pytest.mark.parametrize(("heading", "yaw", "expected"), [
-    (0.3, 0.1, 0.5 * 0.2),
-    (np.pi - 0.1, -np.pi + 0.1, 0.5 * -0.2),  # across ±π: the short way round
-    (-np.pi + 0.1, np.pi - 0.1, 0.5 * 0.2),
-    (2.5, 0.0, 1.0),  # clipped to the ang_vel_z range (±1 rad/s)
-    (-2.5, 0.0, -1.0),
-])
-def test_the_yaw_rate_command_turns_the_short_way_toward_the_heading(heading, yaw, expected):
-    task = make_task("a1-rough")
-    got = task.terms.commands.yaw_rate_toward(np.array([heading]), np.array([yaw]), task.commands)
-    assert np.allclose(got, [expected])
-
-
-@pytest.mark.parametrize("field", [{"heading_fraction": 1.5}, {"turn_fraction": -0.1}, {"heading_stiffness": 0.0}])
-def test_velocity_command_shares_out_of_range_are_refused(field):
-    with pytest.raises(ValueError, match="velocity commands"):
-        dataclasses.replace(make_task("a1-flat").terms.commands, **field)
-
-
 def test_only_a_task_with_an_object_source_builds_a_scene_and_its_layouts_set_the_command():
     reach = MujocoVecEnv(dataclasses.replace(make_task("panda-reach"), randomization=dr.NO_RANDOMIZATION), 2,
                          nthread=1)
