@@ -22,6 +22,7 @@ from robot_rl.robots.spec import RobotSpec
 # Name tokens (split on "_") that name a side, and their mirror: the G1's left_/right_ joints, Unitree's
 # quadruped legs (front/rear × left/right: FL ↔ FR, RL ↔ RR).
 SIDE_TOKENS: dict[str, str] = {"left": "right", "right": "left", "FL": "FR", "FR": "FL", "RL": "RR", "RR": "RL"}
+RIGHT_TOKENS = frozenset({"right", "FR", "RR"})  # the rest of SIDE_TOKENS name the left side
 REFLECT = np.array([1.0, -1.0, 1.0])  # M: the sagittal-plane reflection of a base-frame (polar) vector
 AXIAL = np.array([-1.0, 1.0, -1.0])  # −M: how an axis / angular velocity (pseudo-vector) reflects
 AXIS_TOLERANCE = 1e-3  # |a_i · −M a_p| must be this close to 1
@@ -64,6 +65,14 @@ def partner_name(name: str) -> str:
     """``name`` with its side token swapped (``FL_hip_joint`` → ``FR_hip_joint``); itself if it names no side."""
     tokens = name.split("_")
     return "_".join(SIDE_TOKENS.get(t, t) for t in tokens)
+
+
+def side_of(name: str) -> str | None:
+    """"left" or "right" by ``name``'s side token; None if it names no side."""
+    tokens = [t for t in name.split("_") if t in SIDE_TOKENS]
+    if not tokens:
+        return None
+    return "right" if tokens[0] in RIGHT_TOKENS else "left"
 
 
 def pair_joints(spec: RobotSpec) -> np.ndarray:

@@ -8,8 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from robot_rl.robots.joint_mirror import MirrorError, joint_mirror, pair_joints, partner_name
+from robot_rl.robots.joint_mirror import MirrorError, joint_mirror, pair_joints, partner_name, side_of
 from robot_rl.robots.spec import load_robot
+
+
+def test_sides_by_name_and_a_partner_is_on_the_other_side():
+    assert [side_of(n) for n in ("FR_foot", "RR_foot", "right_ankle_roll_link")] == ["right"] * 3
+    assert [side_of(n) for n in ("FL_foot", "RL_foot", "left_ankle_roll_link")] == ["left"] * 3
+    assert side_of("waist_yaw_joint") is None and side_of("trunk") is None
+    assert all(side_of(partner_name(n)) != side_of(n) for n in ("FR_calf", "RL_hip_joint", "left_knee_joint"))
 
 
 def test_partner_names():

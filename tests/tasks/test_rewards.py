@@ -232,16 +232,13 @@ def test_a_quadrupeds_clock_is_a_trot_and_a_bipeds_alternates():
 def test_every_specs_feet_are_left_right_pairs_on_one_side_first(robot):
     """leg_phase_offsets reads the feet in the spec's order as left/right pairs, the same side first in each pair:
     a spec listing them otherwise (FR, RR, FL, RL; or FR, FL, RL, RR) would train a pace, not a trot."""
-    from robot_rl.robots.joint_mirror import partner_name
+    from robot_rl.robots.joint_mirror import partner_name, side_of
     from robot_rl.robots.spec import load_robot
-
-    def on_the_right(foot: str) -> bool:
-        return bool({"right", "FR", "RR"} & set(foot.split("_")))
 
     feet = load_robot(robot).sim_model.foot_bodies
     firsts, seconds = feet[0::2], feet[1::2]
     assert [partner_name(f) for f in firsts] == list(seconds)  # pairs: each foot, then its mirror partner
-    assert len({on_the_right(f) for f in firsts}) == 1  # every pair starts on the same side
+    assert len({side_of(f) for f in firsts}) == 1 and None not in {side_of(f) for f in firsts}  # one side first
 
 
 def test_every_term_computes_from_the_fields_it_declares_it_reads():
