@@ -28,7 +28,7 @@ from robot_rl.learn.errors import CheckpointError
 from robot_rl.robots.spec import RobotSpec
 from robot_rl.sim.mujoco_vec_env import MujocoVecEnv
 from robot_rl.tasks.registry import make_task
-from robot_rl.tasks.task import PPOCfg, TaskCfg, resume_mismatches
+from robot_rl.tasks.task import PPOCfg, TaskCfg, actor_history_added, resume_mismatches
 
 if TYPE_CHECKING:  # mujoco_warp is an optional extra
     from robot_rl.sim.warp_contact_mix import ContactMixVecEnv
@@ -173,6 +173,7 @@ class TaskRunner(OnPolicyRunner):
         ``bc_ppo.bc_actor_cfg``: continued PPO on a behaviour-cloned network)."""
         ppo = ppo or task.ppo
         self.task_info = checkpoint_info(task, env.env.spec)
+        self._task = task
         # For export and model cards: how the actor is built, and how it was trained (seed, settings).
         self._provenance = {"actor_hidden_dims": list(ppo.actor_hidden_dims), "activation": ppo.activation,
                             **(provenance or {})}
@@ -267,7 +268,8 @@ class TaskRunner(OnPolicyRunner):
     def load(self, path: str, *args: Any, **kwargs: Any) -> dict:
         if not args:  # onto this runner's device: a checkpoint trained on a GPU loads on a CPU, and the other way
             kwargs.setdefault("map_location", str(self.device))
-        infos = super().load(path, *args, **kwargs)
+        with _widened_for(self._task, path) as path:
+            infos = super().load(path, *args, **kwargs)
         # rsl_rl's logger counts steps from zero in every process: carry the resumed run's count, so a
         # checkpoint (and the model card written from it) records the policy's whole training.
         self.logger.tot_timesteps = int((infos or {}).get("env_steps", 0))
@@ -276,6 +278,29 @@ class TaskRunner(OnPolicyRunner):
     def save(self, path: str, infos: dict | None = None) -> None:
         stats = {"env_steps": int(self.logger.tot_timesteps), "iteration": self.current_learning_iteration}
         super().save(path, {**(infos or {}), **self._provenance, **stats, **self.task_info})
+
+
+@contextlib.contextmanager
+def _widened_for(task: TaskCfg, path: str):
+    """``path``, or (a checkpoint of ``task.starts_from`` whose actor sees fewer past frames) a temporary copy
+    whose actor takes ``task``'s history and acts the same (``robot_rl.learn.history_widening``)."""
+    info = read_checkpoint_info(path)
+    start = make_task(task.starts_from) if task.starts_from and info["task"] == task.starts_from else None
+    if start is None or not actor_history_added(task, start):
+        yield path
+        return
+    import tempfile
+
+    from robot_rl.learn.history_widening import widen_checkpoint
+    from robot_rl.robots.spec import load_robot
+
+    spec = load_robot(task.robot)
+    sizes = task.actor_obs.term_sizes(spec.num_joints, task.commands.size, spec.num_joints)
+    checkpoint = torch.load(path, weights_only=False, map_location="cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        widened = Path(tmp) / Path(path).name
+        torch.save(widen_checkpoint(checkpoint, start.actor_obs, task.actor_obs, sizes), widened)
+        yield str(widened)
 
 
 def read_checkpoint_info(path: str | Path) -> dict[str, Any]:

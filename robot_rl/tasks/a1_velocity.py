@@ -162,7 +162,9 @@ def a1_flat() -> TaskCfg:
 
 def a1_flat_history() -> TaskCfg:
     """a1-flat with the actor's observation history, and the training the shipped a1_flat line ended with: 15 % of
-    command draws turn in place, a fifth of the envs at every DR corner at once, kicks to 1.3 × the claimed range."""
+    command draws turn in place, a fifth of the envs at every DR corner at once, kicks to 1.3 × the claimed range.
+    It starts from an a1-flat checkpoint too (``starts_from``): ``train --resume`` widens its actor to the history so
+    that it acts the same (``robot_rl.learn.history_widening``)."""
     flat = a1_flat()
     return dataclasses.replace(
         flat,
@@ -171,6 +173,7 @@ def a1_flat_history() -> TaskCfg:
         terms=dataclasses.replace(flat.terms, commands=dataclasses.replace(flat.terms.commands, turn_fraction=0.15)),
         actor_obs=ACTOR_OBS_HISTORY,
         randomization=dataclasses.replace(flat.randomization, all_corners_probability=0.2, push_overshoot=1.3),
+        starts_from="a1-flat",
     )
 
 
@@ -239,3 +242,4 @@ def a1_flat_trot() -> TaskCfg:
         terrain=None,
         starts_from="a1-rough-trot",  # the same observations, action and network
     )
+

@@ -232,6 +232,15 @@ class ObservationLayout:
         """Every term keeps ``extra`` more past frames (see :func:`with_more_frames`)."""
         return replace(self, terms=with_more_frames(self.terms, extra))
 
+    def extends_history_of(self, start: ObservationLayout) -> bool:
+        """Whether this layout is ``start`` with some terms keeping more past frames and nothing else changed: a
+        policy of ``start`` then becomes one of this layout that acts the same (``robot_rl.learn.history_widening``)."""
+        if len(self.terms) != len(start.terms) or (self.history_layout, self.gait_period_s) != (
+                start.history_layout, start.gait_period_s):
+            return False
+        return all(replace(t, history_length=s.history_length) == s and t.history_length >= s.history_length
+                   for t, s in zip(self.terms, start.terms, strict=True))
+
     def term_sizes(self, num_joints: int, num_commands: int, num_actions: int) -> list[int]:
         """Width of one frame of each term."""
         return [OBS_TERMS[t.name].size(num_joints, num_commands, num_actions) for t in self.terms]

@@ -142,10 +142,18 @@ class TaskCfg:
 
 
 def resume_mismatches(task: TaskCfg, start: TaskCfg) -> list[str]:
-    """What keeps a checkpoint of ``start`` from resuming under ``task`` (empty: it fits): the robot, both
-    observation layouts, the command names, the action and the networks must be the same."""
-    fields = {"robot": lambda t: t.robot, "actor observation": lambda t: t.actor_obs,
-              "critic observation": lambda t: t.critic_obs, "commands": lambda t: t.commands.names,
-              "action": lambda t: t.action, "actor network": lambda t: (t.ppo.actor_hidden_dims, t.ppo.activation),
-              "critic network": lambda t: t.ppo.critic_hidden_dims}
-    return [name for name, get in fields.items() if get(task) != get(start)]
+    """What keeps a checkpoint of ``start`` from resuming under ``task`` (empty: it fits): the robot, the critic's
+    observation, the command names, the action and the networks must be the same, and the actor's observation the
+    same or ``start``'s with more past frames (the checkpoint is widened: :func:`actor_history_added`)."""
+    fits = {"robot": task.robot == start.robot, "actor observation": task.actor_obs.extends_history_of(start.actor_obs),
+            "critic observation": task.critic_obs == start.critic_obs,
+            "commands": task.commands.names == start.commands.names, "action": task.action == start.action,
+            "actor network": (task.ppo.actor_hidden_dims, task.ppo.activation) == (start.ppo.actor_hidden_dims,
+                                                                                   start.ppo.activation),
+            "critic network": task.ppo.critic_hidden_dims == start.ppo.critic_hidden_dims}
+    return [name for name, fit in fits.items() if not fit]
+
+
+def actor_history_added(task: TaskCfg, start: TaskCfg) -> bool:
+    """Whether a checkpoint of ``start`` resumes under ``task`` only once its actor takes ``task``'s longer history."""
+    return task.actor_obs != start.actor_obs and task.actor_obs.extends_history_of(start.actor_obs)

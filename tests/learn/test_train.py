@@ -209,6 +209,22 @@ def test_the_flat_trot_starts_from_the_committed_rough_trot_line(tmp_path):
     assert info["task"] == "a1-flat-trot" and info["env_steps"] == read_checkpoint_info(start)["env_steps"] + 4 * 8
 
 
+def test_the_history_task_starts_from_the_shipped_flat_checkpoint_widened(tmp_path):
+    """a1-flat-history starts from an a1-flat checkpoint: --resume widens its actor to five ticks (the older frames at
+    zero weight; robot_rl.learn.history_widening), as the committed history candidate was started from the shipped
+    line, and trains on; the file it started from is left as it was."""
+    import torch
+
+    start = POLICIES / "candidates" / "a1_flat_turn" / "model_6050.pt"
+    before = start.read_bytes()
+    final = train(TrainArgs(task="a1-flat-history", log_dir=tmp_path, resume=start, **{**TINY, "max_iterations": 1}))
+    info = read_checkpoint_info(final)
+    assert info["task"] == "a1-flat-history"
+    assert info["env_steps"] == read_checkpoint_info(start)["env_steps"] + 4 * 8
+    assert torch.load(final, weights_only=False)["actor_state_dict"]["mlp.0.weight"].shape == (128, 213)
+    assert start.read_bytes() == before
+
+
 def test_a_start_whose_network_differs_is_refused(checkpoint):
     from robot_rl.learn.ppo import check_checkpoint
     from robot_rl.robots.spec import load_robot

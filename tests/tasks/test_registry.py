@@ -7,7 +7,7 @@ import pytest
 from robot_rl.robots.spec import load_robot
 from robot_rl.tasks.observations import ObservationLayout, ObsTerm
 from robot_rl.tasks.registry import TASKS, UnknownTaskError, make_task
-from robot_rl.tasks.task import MEASURED_TERMS, resume_mismatches
+from robot_rl.tasks.task import MEASURED_TERMS, actor_history_added, resume_mismatches
 
 
 def test_every_registered_task_builds_with_its_own_name():
@@ -19,11 +19,14 @@ def test_every_registered_task_builds_with_its_own_name():
 
 def test_every_task_that_starts_from_another_fits_its_checkpoints():
     starting = {name: task.starts_from for name in TASKS if (task := make_task(name)).starts_from}
-    assert starting == {"a1-rough": "a1-flat", "a1-flat-trot": "a1-rough-trot"}
+    assert starting == {"a1-flat-history": "a1-flat", "a1-rough": "a1-flat", "a1-flat-trot": "a1-rough-trot"}
     for name, start in starting.items():
         assert resume_mismatches(make_task(name), make_task(start)) == []
-    history = make_task("a1-flat-history")  # five ticks of every measurement: a checkpoint of a1-flat cannot start it
-    assert resume_mismatches(history, make_task("a1-flat")) == ["actor observation"]
+    # Five ticks of every measurement fit a checkpoint without them (it is widened); another observation does not.
+    assert actor_history_added(make_task("a1-flat-history"), make_task("a1-flat"))
+    assert not actor_history_added(make_task("a1-rough"), make_task("a1-flat"))  # the same observation
+    assert resume_mismatches(make_task("a1-flat-history"), make_task("a1-flat-trot")) == [
+        "actor observation", "critic observation"]  # the trot's observations carry its clock
 
 
 def test_unknown_task_error_lists_the_known_tasks():
