@@ -31,7 +31,7 @@ from robot_rl.core.validate import non_negative, positive
 from robot_rl.robots.spec import load_robot
 from robot_rl.sim import randomization as dr
 from robot_rl.tasks.registry import TASKS, make_task
-from robot_rl.tasks.task import TaskCfg
+from robot_rl.tasks.task import TaskCfg, actor_history_added
 from robot_rl.typed_yaml import ConfigError
 
 
@@ -176,12 +176,15 @@ def train_runner(args: TrainArgs) -> tuple[Any, Path | None]:
     import torch
 
     from robot_rl.learn.offpolicy.train_loop import check_algorithm, fasttd3_run_settings
-    from robot_rl.learn.ppo import RslRlVecEnv, TaskRunner, check_checkpoint
+    from robot_rl.learn.ppo import CheckpointError, RslRlVecEnv, TaskRunner, check_checkpoint
 
     if args.resume is not None:
         # before building anything: a wrong file fails fast
         info = check_checkpoint(args.resume, task, spec, resuming=True)
         check_algorithm(info, args.algo, args.resume)
+        if args.algo != "ppo" and info["task"] != task.name and actor_history_added(task, make_task(info["task"])):
+            raise CheckpointError(f"checkpoint {args.resume} of task {info['task']!r} sees fewer past frames than "
+                                  f"{task.name!r}: only PPO checkpoints are widened to a longer history")
     offpolicy, resume = None, None  # FastTD3's settings (a PPO-only flag or several ranks fail here)
     if args.algo == "fasttd3":
         offpolicy, resume = fasttd3_run_settings(args, rank.world_size)

@@ -115,6 +115,10 @@ def test_ppo_only_flags_and_another_algorithms_checkpoint_are_refused(checkpoint
     assert not any(tmp_path.iterdir())  # refused before writing anything
     with pytest.raises(CheckpointError, match="trained with ppo, not fasttd3"):
         check_algorithm({"task": "a1-flat"}, "fasttd3", checkpoint)  # PPO checkpoints record no algorithm
+    # a1-flat-history starts from a1-flat checkpoints by widening an rsl_rl actor: not FastTD3's networks
+    with pytest.raises(CheckpointError, match="only PPO checkpoints are widened to a longer history"):
+        train(TrainArgs(log_dir=tmp_path, resume=checkpoint, **{**TINY, "task": "a1-flat-history"}))
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_gpu_learner_takes_the_recipes_gpu_sizes_and_the_command_lines_envs():
