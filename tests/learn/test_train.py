@@ -89,7 +89,7 @@ def test_the_committed_candidate_resumes_with_its_recipe(tmp_path, monkeypatch):
     ("candidates/go2_flat/model_6600.pt", "go2-flat"),
     ("candidates/a1_rough/model_8838.pt", "a1-rough"),
     ("candidates/a1_rough_trot/model_3600.pt", "a1-rough-trot"),
-    ("candidates/a1_flat_trot/model_5299.pt", "a1-flat-trot"),
+    ("candidates/a1_flat_trot/model_5900.pt", "a1-flat-trot"),
 ])
 def test_a_committed_training_checkpoint_still_fits_its_task(checkpoint, task):
     """The lines kept to resume from (a GPU session's G1, the Go2) must stay resumable: --resume accepts them (task
@@ -176,7 +176,7 @@ def test_the_flat_trot_candidate_takes_the_side_shove_that_felled_the_flat_train
     from robot_rl.evaluation.gate_config import GateConfig
     from robot_rl.robots.spec import load_robot
 
-    out = _exported(tmp_path, "a1_flat_trot/model_5299.pt")
+    out = _exported(tmp_path, "a1_flat_trot/model_5900.pt")
     config = GateConfig()
     shove = {c.key: c for c in rb.suite_conditions(make_task("a1-flat-trot"), load_robot("a1"))}[
         ("shove", "1 m/s from 90°, walking", "mujoco")]
