@@ -284,8 +284,9 @@ class TaskRunner(OnPolicyRunner):
 def _widened_for(task: TaskCfg, path: str):
     """``path``, or (a checkpoint of ``task.starts_from`` whose actor sees fewer past frames) a temporary copy
     whose actor takes ``task``'s history and acts the same (``robot_rl.learn.history_widening``)."""
-    info = read_checkpoint_info(path)
-    start = make_task(task.starts_from) if task.starts_from and info["task"] == task.starts_from else None
+    start = None
+    if task.starts_from is not None and read_checkpoint_info(path)["task"] == task.starts_from:
+        start = make_task(task.starts_from)
     if start is None or not actor_history_added(task, start):
         yield path
         return
