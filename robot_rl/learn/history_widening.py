@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from robot_rl.learn.errors import CheckpointError
 from robot_rl.tasks.observations import ObservationLayout
 
 _FIRST_LAYER = "mlp.0.weight"
@@ -22,7 +23,7 @@ _NORMALIZER = "obs_normalizer."
 _NORMALIZER_STATS = ("obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std")
 
 
-class HistoryWideningError(ValueError):
+class HistoryWideningError(CheckpointError):
     """The checkpoint's actor cannot be widened to the new layout."""
 
 
