@@ -42,6 +42,14 @@ class TermColumns:
         """Where the old frames go in the new input: the newest (history is term-major, oldest frame first)."""
         return self.new_start + (self.new_frames - self.old_frames) * self.size
 
+    @property
+    def old_end(self) -> int:
+        return self.old_start + self.old_frames * self.size
+
+    @property
+    def new_end(self) -> int:
+        return self.new_start + self.new_frames * self.size
+
 
 def column_map(old: ObservationLayout, new: ObservationLayout, sizes: list[int]) -> list[TermColumns]:
     """Each term's columns in both layouts; ``sizes``: one frame's width per term (``term_sizes``)."""
@@ -58,11 +66,9 @@ def column_map(old: ObservationLayout, new: ObservationLayout, sizes: list[int])
 def _widen(old: torch.Tensor, columns: list[TermColumns], *, new_frames_like_oldest: bool) -> torch.Tensor:
     """``old`` (rows × old width) in the new layout: each term's old frames as its newest; the added frames zero,
     or (``new_frames_like_oldest``) copies of the term's oldest old frame."""
-    last = columns[-1]
-    out = torch.zeros((old.shape[0], last.new_start + last.new_frames * last.size), dtype=old.dtype)
+    out = torch.zeros((old.shape[0], columns[-1].new_end), dtype=old.dtype)
     for c in columns:
-        width = c.old_frames * c.size
-        out[:, c.kept_start:c.kept_start + width] = old[:, c.old_start:c.old_start + width]
+        out[:, c.kept_start:c.new_end] = old[:, c.old_start:c.old_end]
         if new_frames_like_oldest:
             oldest = old[:, c.old_start:c.old_start + c.size]
             for f in range(c.new_frames - c.old_frames):
@@ -80,10 +86,9 @@ def widen_checkpoint(checkpoint: dict[str, Any], old: ObservationLayout, new: Ob
         raise HistoryWideningError(f"the checkpoint's actor has no {', '.join(missing)}: not an rsl_rl MLP actor "
                                    "with an observation normalizer")
     weight = actor[_FIRST_LAYER]
-    old_width = columns[-1].old_start + columns[-1].old_frames * columns[-1].size
-    if weight.shape[1] != old_width:
+    if weight.shape[1] != columns[-1].old_end:
         raise HistoryWideningError(f"the checkpoint's actor takes {weight.shape[1]} inputs, its task's observation "
-                                   f"has {old_width}")
+                                   f"has {columns[-1].old_end}")
     actor[_FIRST_LAYER] = _widen(weight, columns, new_frames_like_oldest=False)
     for key in _NORMALIZER_STATS:
         actor[key] = _widen(actor[key], columns, new_frames_like_oldest=True)
